@@ -1,0 +1,30 @@
+"""pyreduce: GPU reductions with any associative operator, kernels written in Python.
+
+>>> import numpy as np, pyreduce
+>>> float(pyreduce.reduce(np.array([1.0, 5.0, 2.0]), op=max, backend="cpu"))
+5.0
+"""
+
+from .api import Reduce, max, min, prod, reduce, sum
+from .backends import BackendNotice, available
+from .cache import KERNELS as _KERNELS
+from .explain import Explanation, explain
+from .variants import VARIANTS as variants
+
+__all__ = [
+    "reduce", "sum", "prod", "max", "min", "Reduce",
+    "explain", "Explanation", "variants", "available", "BackendNotice",
+    "cache_info", "cache_clear",
+]
+
+__version__ = "0.1.0"
+
+
+def cache_info():
+    """Hits, builds and size of the kernel cache (all backends)."""
+    return _KERNELS.info()
+
+
+def cache_clear():
+    """Forget every built kernel and compiled operator."""
+    _KERNELS.clear()

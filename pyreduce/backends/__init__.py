@@ -1,0 +1,108 @@
+"""Backends and the choice between them.
+
+========  =================================================================
+``cuda``  numba-cuda on an NVIDIA GPU
+``sim``   the same generated kernels in Numba's CUDA simulator (tests; needs
+          ``NUMBA_ENABLE_CUDASIM=1`` before Numba is imported)
+``cpu``   Numba ``njit`` folds on the host's cores
+``auto``  the input's device if it lives on one, else ``cuda`` when a GPU is
+          present, else ``cpu`` (with a one-time notice)
+========  =================================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+
+__all__ = ["get", "available", "BACKENDS", "BackendNotice"]
+
+BACKENDS = ("auto", "cuda", "sim", "cpu")
+
+
+class BackendNotice(UserWarning):
+    """Issued once when ``auto`` falls back to the CPU."""
+
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _numba_cuda_mode() -> str | None:
+    """'sim', 'cuda' (a usable GPU) or None, decided once per process."""
+    try:
+        from numba.cuda.core import config
+    except ImportError:
+        return None
+    if config.ENABLE_CUDASIM:
+        return "sim"
+    try:
+        from numba import cuda
+
+        return "cuda" if cuda.is_available() else None
+    except Exception:  # no driver, broken install: the GPU is simply not there
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _instance(name: str):
+    if name == "cpu":
+        from .cpu import CpuBackend
+
+        return CpuBackend()
+    from .numba_cuda import NumbaCudaBackend
+
+    return NumbaCudaBackend()
+
+
+def available() -> tuple[str, ...]:
+    """The backends this process can use, best first."""
+    mode = _numba_cuda_mode()
+    return ((mode,) if mode else ()) + ("cpu",)
+
+
+_noticed = False
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside pyreduce."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def get(name: str, on_device: bool = False):
+    """The backend called ``name``; ``auto`` as described in this module."""
+    global _noticed
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    mode = _numba_cuda_mode()
+    if name == "auto":
+        if on_device and mode:
+            name = mode
+        elif mode == "cuda":
+            name = "cuda"
+        else:
+            name = "cpu"
+            with _lock:
+                notice, _noticed = not _noticed, True
+            if notice:
+                warnings.warn(
+                    "pyreduce: no CUDA GPU found, reducing on the CPU backend",
+                    BackendNotice, stacklevel=_caller_level(),
+                )
+    elif name in ("cuda", "sim") and mode != name:
+        why = {
+            None: "numba-cuda is not installed or finds no GPU",
+            "sim": "the CUDA simulator is enabled (NUMBA_ENABLE_CUDASIM=1)",
+            "cuda": "the CUDA simulator is not enabled (set NUMBA_ENABLE_CUDASIM=1 "
+            "before importing numba)",
+        }[mode]
+        raise RuntimeError(f"backend {name!r} is not available: {why}")
+    return _instance(name)

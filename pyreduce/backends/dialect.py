@@ -1,0 +1,58 @@
+"""The spellings a backend gives the few device operations generated code uses.
+
+Kernel factories never write ``cuda.`` or ``hip.`` themselves: they ask a
+:class:`Dialect` for the text of a thread index, a barrier, a shared array or a
+shuffle, so one factory serves CUDA, the CUDA simulator and (later) HIP. Every
+method returns a Python expression or statement as a string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["Dialect", "CUDA"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    name: str
+
+    def decorator(self) -> str:
+        return "@gpu.jit"
+
+    def thread_idx(self) -> str:
+        return "gpu.threadIdx.x"
+
+    def block_idx(self) -> str:
+        return "gpu.blockIdx.x"
+
+    def block_dim(self) -> str:
+        return "gpu.blockDim.x"
+
+    def grid_dim(self) -> str:
+        return "gpu.gridDim.x"
+
+    def syncthreads(self) -> str:
+        return "gpu.syncthreads()"
+
+    def shared_array(self, size: int, dtype: str = "acc_t") -> str:
+        return f"gpu.shared.array({size}, {dtype})"
+
+    def full_mask(self, warp: int) -> str:
+        return hex((1 << warp) - 1)
+
+    def syncwarp(self, warp: int) -> str:
+        # Independent thread scheduling (Volta+) means lanes of a warp are not in
+        # lockstep: warp-synchronous code must say where lanes meet.
+        return f"gpu.syncwarp({self.full_mask(warp)})"
+
+    def shfl_down(self, value: str, delta: str, warp: int) -> str:
+        """``value`` from lane ``lane + delta``; lanes past the warp get their own."""
+        return (
+            f"acc_t(gpu.shfl_down_sync({self.full_mask(warp)}, "
+            f"carry_t({value}), {delta}))"
+        )
+
+
+#: numba-cuda on a GPU, and the same source in Numba's CUDA simulator.
+CUDA = Dialect("cuda")

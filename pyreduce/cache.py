@@ -1,0 +1,64 @@
+"""The process-wide cache of built kernels, safe under concurrent calls.
+
+Keys are ``(backend key, KernelSpec)``; the spec holds the operator's code key, so
+two lambdas with the same code and captured values share one kernel. Each key is
+built once even when several threads ask for it at the same moment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Callable, Hashable
+
+__all__ = ["KernelCache", "CacheInfo", "KERNELS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheInfo:
+    hits: int
+    builds: int
+    size: int
+
+
+class KernelCache:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries: dict = {}
+        self._key_locks: dict = {}
+        self._hits = 0
+        self._builds = 0
+
+    def get(self, key: Hashable, build: Callable):
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._hits += 1
+                return found
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one builder per key; others wait and then hit
+            with self._lock:
+                found = self._entries.get(key)
+            if found is None:
+                found = build()
+                with self._lock:
+                    self._entries[key] = found
+                    self._builds += 1
+            else:
+                with self._lock:
+                    self._hits += 1
+        return found
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._builds, len(self._entries))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._key_locks.clear()
+            self._hits = self._builds = 0
+
+
+#: Kernels of every backend, and the compiled operators they call.
+KERNELS = KernelCache()

@@ -1,0 +1,86 @@
+"""Turning generated source into compiled kernels.
+
+A kernel factory (``pyreduce.variants``) writes the Python source of a small module
+that defines one ``@gpu.jit`` kernel; this module compiles that source with a
+filename that names the spec (``<pyreduce warp_shuffle f4 b256 w32 i4>``), registers
+it with ``linecache`` so tracebacks and ``inspect`` show the generated lines, and
+keeps the source on the returned :class:`Kernel`.
+
+The names a generated module may use come from its namespace, never from imports:
+
+==============  =============================================================
+``gpu``         the backend's kernel module (``numba.cuda``; in the simulator
+                Numba swaps in its fake module at launch)
+``op``          the operator, compiled as a device function by the backend
+``acc_t``       the accumulator's NumPy scalar type, used as a cast
+``carry_t``     the type a shuffle moves (shuffles take 32/64-bit ints and floats)
+==============  =============================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import linecache
+import string
+import textwrap
+from typing import Any
+
+from .spec import KernelSpec
+
+__all__ = ["Kernel", "compile_module", "render", "indent", "kernel_name"]
+
+
+def render(template: str, **values) -> str:
+    """Fill a ``string.Template`` (``${name}`` placeholders) after dedenting it.
+
+    Every placeholder must be given: a missing one is a KeyError, not silent text.
+    """
+    return string.Template(textwrap.dedent(template)).substitute(values)
+
+
+def indent(code: str, level: int) -> str:
+    """Indent a generated snippet to ``level`` four-space steps."""
+    return textwrap.indent(textwrap.dedent(code).strip("\n"), "    " * level)
+
+
+def kernel_name(spec: KernelSpec) -> str:
+    """A Python identifier that encodes the spec, shown by profilers."""
+    src, acc = spec.in_dtype.str[1:], spec.acc_dtype.str[1:]
+    return (
+        f"pyreduce_{spec.variant}_{src}_{acc}"
+        f"_b{spec.block}_w{spec.warp}_i{spec.items}"
+    )
+
+
+@dataclasses.dataclass(eq=False)
+class Kernel:
+    """A compiled kernel with the source it came from.
+
+    ``fn`` is the backend's callable (a Numba dispatcher to launch as
+    ``fn[grid, block, stream](...)``); ``source`` is the complete generated module.
+    """
+
+    spec: KernelSpec
+    name: str
+    source: str
+    filename: str
+    fn: Any
+
+    def __repr__(self):
+        return f"<Kernel {self.name}>"
+
+
+_serial = itertools.count(1)  # next() on a count is atomic under the GIL
+
+
+def compile_module(source: str, filename: str, namespace: dict) -> dict:
+    """Execute generated ``source`` in ``namespace`` and return the namespace.
+
+    The file name is made unique per call so that two modules never share a
+    ``linecache`` entry (tracebacks then always show the right source).
+    """
+    unique = f"{filename[:-1]} #{next(_serial)}>" if filename.endswith(">") else filename
+    linecache.cache[unique] = (len(source), None, source.splitlines(True), unique)
+    exec(compile(source, unique, "exec"), namespace)
+    return namespace

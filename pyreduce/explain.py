@@ -1,0 +1,82 @@
+"""``pyreduce.explain``: the plan, the generated source and the compiled resources."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import backends
+from .interop import inspect
+from .ops import as_monoid
+from .planner import Plan, Tuning, make_plan
+
+__all__ = ["Explanation", "explain"]
+
+
+@dataclasses.dataclass
+class Explanation:
+    backend: str
+    device: str
+    plan: Plan | None
+    kernels: list  # Kernel objects, pass order
+    resources: dict  # kernel name -> {registers, shared_bytes, local_bytes} or a note
+    result: object
+
+    def __str__(self):
+        lines = [f"backend: {self.backend}", f"device:  {self.device}"]
+        if self.plan is not None:
+            p = self.plan
+            lines.append(
+                f"plan:    {p.spec.label}; grid {p.grid} x {p.spec.block} threads, "
+                f"{p.chunk} elements per block, {p.passes} pass(es)"
+            )
+        for k in self.kernels:
+            lines.append(f"\n--- {k.name}: {self.resources.get(k.name)}")
+            lines.append(k.source.rstrip())
+        lines.append(f"\nresult:  {self.result!r}")
+        return "\n".join(lines)
+
+
+def _resources(backend, kernel) -> dict | str:
+    if backend.name != "cuda":
+        return f"not known on the {backend.name} backend (no compiled GPU code)"
+    fn = kernel.fn
+    # one entry per compiled signature; a reduction compiles one per pass
+    regs = fn.get_regs_per_thread()
+    shared = fn.get_shared_mem_per_block()
+    local = fn.get_local_mem_per_thread()
+    pick = (lambda d: max(d.values())) if isinstance(regs, dict) else (lambda v: v)
+    return {
+        "registers": pick(regs),
+        "shared_bytes": pick(shared),
+        "local_bytes": pick(local),
+    }
+
+
+def explain(x, op, identity=None, **kwargs) -> Explanation:
+    """Run ``reduce(x, op, identity, **kwargs)`` and describe how it ran.
+
+    >>> import numpy as np, pyreduce
+    >>> e = pyreduce.explain(np.ones(10), "add", backend="cpu")
+    >>> e.backend, float(e.result)
+    ('cpu', 10.0)
+    """
+    from .api import reduce
+
+    result = reduce(x, op, identity, **kwargs)
+    info = inspect(x)
+    monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"))
+    be = backends.get(kwargs.get("backend", "auto"), on_device=info.on_device)
+    if be.name == "cpu" or info.size == 0:
+        return Explanation(be.name, "host CPU", None, [], {}, result)
+    tuning = Tuning(
+        kwargs.get("variant", "auto"), kwargs.get("block_size"),
+        kwargs.get("items_per_thread"), kwargs.get("warp_size"), kwargs.get("max_blocks"),
+    )
+    device = be.device(tuning.warp_size)
+    extra = 0 if kwargs.get("initial") is None else 1
+    plan = make_plan(info.size, info.dtype, monoid.dtype, monoid.key, device, tuning, extra)
+    kernels = [be.kernel(plan.spec, monoid, device)]
+    if plan.finish is not None:
+        kernels.append(be.kernel(plan.finish, monoid, device))
+    resources = {k.name: _resources(be, k) for k in kernels}
+    return Explanation(be.name, device.name, plan, kernels, resources, result)

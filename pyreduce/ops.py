@@ -1,0 +1,338 @@
+"""Operators: what a reduction combines with, and the semantics decided once.
+
+Every entry point turns the user's ``op`` into a :class:`Monoid` here: the binary
+function the kernels call, whether it may be reordered, its identity for the
+accumulator dtype, and a key that identifies its *code* so that two identical
+lambdas share one compiled kernel.
+
+Semantics (also in ``docs/semantics.md``):
+
+* The accumulator dtype is the input's dtype unless ``dtype=`` says otherwise; the
+  logical ops accumulate in ``bool``. Every value the op returns is cast back to the
+  accumulator dtype, so integers wrap like NumPy's fixed-width integers.
+* ``max``/``min`` (the builtins, ``np.maximum``/``np.minimum``) propagate NaN like
+  ``np.max``.
+* Identities are inferred for the built-in ops; user ops have none unless given.
+  The kernels never need one: an identity only decides what an empty input returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import operator
+import types
+from typing import Any, Callable, Hashable
+
+import numpy as np
+
+__all__ = ["Monoid", "as_monoid", "SUPPORTED_DTYPES", "check_dtype", "sum_dtype", "cast_value"]
+
+#: Input and accumulator dtypes the kernels support.
+SUPPORTED_DTYPES = tuple(
+    np.dtype(t)
+    for t in (
+        np.bool_,
+        np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64,
+        np.float32, np.float64,
+    )
+)
+
+
+# --- the built-in ops, written once as plain Python so every backend compiles the same code
+
+def _add(a, b):
+    return a + b
+
+
+def _mul(a, b):
+    return a * b
+
+
+def _max(a, b):
+    # NaN propagates from either side, like np.maximum: a NaN `a` is kept by the
+    # `a != a` test, a NaN `b` wins because `a > nan` is False.
+    return a if (a > b or a != a) else b
+
+
+def _min(a, b):
+    return a if (a < b or a != a) else b
+
+
+def _and(a, b):
+    return a & b
+
+
+def _or(a, b):
+    return a | b
+
+
+def _xor(a, b):
+    return a ^ b
+
+
+def _logical_and(a, b):
+    return a and b
+
+
+def _logical_or(a, b):
+    return a or b
+
+
+def _zero(dt):
+    return 0
+
+
+def _one(dt):
+    return 1
+
+
+def _lowest(dt):
+    if dt.kind == "f":
+        return -np.inf
+    if dt.kind == "b":
+        return False
+    return np.iinfo(dt).min
+
+
+def _highest(dt):
+    if dt.kind == "f":
+        return np.inf
+    if dt.kind == "b":
+        return True
+    return np.iinfo(dt).max
+
+
+def _all_ones(dt):
+    if dt.kind == "b":
+        return True
+    return np.iinfo(dt).max if dt.kind == "u" else -1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Builtin:
+    name: str
+    fn: Callable
+    identity: Callable[[np.dtype], Any]
+    kinds: str  # dtype kinds the op is defined for
+    logical: bool = False  # accumulates in bool
+    empty_ok: bool = True  # False: empty input without identity= is an error (np.max)
+
+
+_BUILTINS = {
+    b.name: b
+    for b in (
+        _Builtin("add", _add, _zero, "biuf"),
+        _Builtin("mul", _mul, _one, "biuf"),
+        _Builtin("max", _max, _lowest, "biuf", empty_ok=False),
+        _Builtin("min", _min, _highest, "biuf", empty_ok=False),
+        _Builtin("and", _and, _all_ones, "biu"),
+        _Builtin("or", _or, _zero, "biu"),
+        _Builtin("xor", _xor, _zero, "biu"),
+        _Builtin("logical_and", _logical_and, lambda dt: True, "biuf", logical=True),
+        _Builtin("logical_or", _logical_or, lambda dt: False, "biuf", logical=True),
+    )
+}
+
+# The objects users pass, mapped to a builtin name. Looked up by identity.
+_ALIASES = [
+    (max, "max"), (min, "min"),
+    (operator.add, "add"), (operator.mul, "mul"),
+    (operator.and_, "and"), (operator.or_, "or"), (operator.xor, "xor"),
+    (np.add, "add"), (np.multiply, "mul"),
+    (np.maximum, "max"), (np.minimum, "min"),
+    (np.logical_and, "logical_and"), (np.logical_or, "logical_or"),
+    (np.bitwise_and, "and"), (np.bitwise_or, "or"), (np.bitwise_xor, "xor"),
+]
+
+
+def _builtin_name(op) -> str | None:
+    if isinstance(op, str):
+        return op if op in _BUILTINS else None
+    for obj, name in _ALIASES:
+        if op is obj:
+            return name
+    return None
+
+
+def check_dtype(dtype, what: str = "input") -> np.dtype:
+    """The dtype as ``np.dtype`` if the kernels support it, else a TypeError."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"{what} dtype {dtype!r} is not a NumPy dtype") from exc
+    if dt not in SUPPORTED_DTYPES:
+        names = ", ".join(d.name for d in SUPPORTED_DTYPES)
+        raise TypeError(f"{what} dtype {dt} is not supported (supported: {names})")
+    return dt
+
+
+def sum_dtype(dt: np.dtype) -> np.dtype:
+    """NumPy's accumulator for ``np.sum``/``np.prod``: small ints widen to 64 bits."""
+    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
+        return np.dtype(np.int64)
+    if dt.kind == "u" and dt.itemsize < 8:
+        return np.dtype(np.uint64)
+    return dt
+
+
+# --- cache keys from code, not identity
+
+_SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.generic)
+
+
+def _value_key(value, seen) -> Hashable:
+    if isinstance(value, _SIMPLE):
+        return (type(value).__name__, value)
+    if isinstance(value, np.dtype):
+        return ("dtype", value.str)
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    if isinstance(value, types.FunctionType):
+        return function_key(value, seen)
+    if isinstance(value, tuple):
+        return ("tuple",) + tuple(_value_key(v, seen) for v in value)
+    py_func = getattr(value, "py_func", None)  # a Numba dispatcher
+    if isinstance(py_func, types.FunctionType):
+        return ("jitted", function_key(py_func, seen))
+    if isinstance(value, np.ufunc):
+        return ("ufunc", value.__name__)
+    if isinstance(value, types.BuiltinFunctionType):
+        return ("builtin", getattr(value, "__module__", None), value.__name__)
+    # Anything else is keyed by identity; the cache holds the op, so the id is not reused.
+    return ("id", id(value))
+
+
+def _code_key(code: types.CodeType, seen) -> Hashable:
+    consts = tuple(
+        _code_key(c, seen) if isinstance(c, types.CodeType) else _value_key(c, seen)
+        for c in code.co_consts
+    )
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_argcount)
+
+
+def function_key(fn: types.FunctionType, seen=None) -> Hashable:
+    """A key for a Python function's behaviour: its bytecode, constants, closure
+    values and the globals it names. Two lambdas with the same code and the same
+    captured values get the same key."""
+    seen = set() if seen is None else seen
+    if id(fn) in seen:  # recursion through globals
+        return ("recursive", fn.__qualname__)
+    seen = seen | {id(fn)}
+    code = fn.__code__
+    closure = tuple(
+        _value_key(cell.cell_contents, seen) for cell in (fn.__closure__ or ())
+    )
+    referenced = tuple(
+        (name, _value_key(fn.__globals__[name], seen))
+        for name in code.co_names
+        if name in fn.__globals__
+    )
+    defaults = tuple(_value_key(d, seen) for d in (fn.__defaults__ or ()))
+    return ("fn", fn.__name__, _code_key(code, seen), closure, referenced, defaults)
+
+
+# --- the normalised operator
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Monoid:
+    """An associative binary operator with its accumulator dtype.
+
+    ``fn`` is a plain Python function; each backend compiles it (``cuda.jit`` device
+    function, ``njit``) or, in the simulator, calls it as is. ``identity`` is a NumPy
+    scalar of ``dtype`` or None. ``commutative`` is True only for built-in ops, where
+    the library may reorder; user ops are combined strictly in index order.
+    """
+
+    name: str
+    fn: Callable
+    dtype: np.dtype
+    identity: Any
+    commutative: bool
+    key: Hashable
+    empty_ok: bool = True
+
+    @property
+    def cache_key(self) -> Hashable:
+        return (self.key, self.dtype.str)
+
+    def empty_result(self):
+        """What a reduction of no elements returns: the identity, or a ValueError."""
+        if self.identity is None or not self.empty_ok:
+            raise ValueError(
+                f"reduction of an empty array with op {self.name!r} has no identity; "
+                "pass identity= (or init=) to define the result"
+            )
+        return self.identity
+
+
+def cast_value(value, dtype: np.dtype, what: str):
+    """``value`` as a scalar of ``dtype``; TypeError if it is not a value of it."""
+    if isinstance(value, (bool, np.bool_)):
+        pass
+    elif isinstance(value, (int, np.integer)):
+        if dtype.kind == "b" and value not in (0, 1):
+            raise TypeError(f"{what}={value!r} is not a bool")
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            if not info.min <= value <= info.max:
+                raise TypeError(f"{what}={value!r} does not fit in {dtype}")
+    elif isinstance(value, (float, np.floating)):
+        if dtype.kind != "f" and not (np.isfinite(value) and float(value).is_integer()):
+            raise TypeError(f"{what}={value!r} is not a value of integer dtype {dtype}")
+    else:
+        raise TypeError(
+            f"{what} must be a real number or bool of dtype {dtype}, "
+            f"got {type(value).__name__}"
+        )
+    return dtype.type(value)
+
+
+def as_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
+    """Normalise ``op`` for input ``dtype``.
+
+    ``op`` is a built-in (``max``, ``operator.add``, ``np.maximum``, ... or a name
+    such as ``"add"``) or a Python function of two arguments. ``acc_dtype`` overrides
+    the accumulator dtype. Raises TypeError for what cannot be an op or a value.
+    """
+    dt = check_dtype(dtype)
+    name = _builtin_name(op)
+    if name is not None:
+        b = _BUILTINS[name]
+        acc = np.dtype(np.bool_) if b.logical else check_dtype(acc_dtype or dt, "dtype=")
+        if acc.kind not in b.kinds:
+            raise TypeError(f"op {name!r} is not defined for dtype {acc}")
+        given = identity is not None
+        ident = cast_value(identity if given else b.identity(acc), acc, "identity")
+        return Monoid(
+            name=name, fn=b.fn, dtype=acc, identity=ident, commutative=True,
+            key=("builtin", name), empty_ok=b.empty_ok or given,
+        )
+    if isinstance(op, str):
+        raise ValueError(f"unknown op name {op!r}; known: {', '.join(_BUILTINS)}")
+    if isinstance(op, np.ufunc):
+        raise TypeError(
+            f"ufunc {op.__name__!r} is not a supported reduction op "
+            "(supported ufuncs: add, multiply, maximum, minimum, logical_and, "
+            "logical_or, bitwise_and, bitwise_or, bitwise_xor)"
+        )
+    fn = getattr(op, "py_func", op)  # accept a Numba @njit / @cuda.jit(device=True)
+    if isinstance(fn, functools.partial) or not isinstance(fn, types.FunctionType):
+        if callable(op):
+            raise TypeError(
+                f"op {op!r} is not a Python function or a supported built-in; "
+                "wrap it in a def or lambda that Numba can compile"
+            )
+        raise TypeError(f"op must be callable, got {type(op).__name__}")
+    if fn.__code__.co_argcount != 2:
+        raise TypeError(
+            f"op {fn.__name__!r} must take exactly two arguments, "
+            f"takes {fn.__code__.co_argcount}"
+        )
+    acc = check_dtype(acc_dtype or dt, "dtype=")
+    ident = None if identity is None else cast_value(identity, acc, "identity")
+    return Monoid(
+        name=fn.__name__, fn=fn, dtype=acc, identity=ident, commutative=False,
+        key=function_key(fn),
+    )

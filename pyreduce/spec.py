@@ -1,0 +1,69 @@
+"""The frozen, hashable description of one generated kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Hashable
+
+import numpy as np
+
+__all__ = ["KernelSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD"]
+
+WARP_SIZES = (32, 64)
+BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
+ITEMS_PER_THREAD = (1, 2, 4, 8, 16)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """Everything a kernel factory bakes into the source as literals.
+
+    ``op_key`` identifies the operator's code (see :func:`pyreduce.ops.function_key`);
+    ``in_dtype`` is what the kernel loads and ``acc_dtype`` what it combines and
+    writes. Construction validates every field and raises ValueError naming the one
+    that is out of range, so no factory is asked for a kernel it cannot build.
+    """
+
+    variant: str
+    in_dtype: np.dtype
+    acc_dtype: np.dtype
+    op_key: Hashable
+    block: int = 256
+    warp: int = 32
+    items: int = 4
+
+    def __post_init__(self):
+        object.__setattr__(self, "in_dtype", np.dtype(self.in_dtype))
+        object.__setattr__(self, "acc_dtype", np.dtype(self.acc_dtype))
+        if self.warp not in WARP_SIZES:
+            raise ValueError(f"warp size {self.warp} not in {WARP_SIZES}")
+        if self.block not in BLOCK_SIZES:
+            raise ValueError(f"block size {self.block} not in {BLOCK_SIZES}")
+        if self.block % self.warp:
+            raise ValueError(
+                f"block size {self.block} is not a multiple of warp size {self.warp}"
+            )
+        if self.items not in ITEMS_PER_THREAD:
+            raise ValueError(f"items per thread {self.items} not in {ITEMS_PER_THREAD}")
+        from .variants import VARIANTS  # late: the registry imports the factories
+
+        if self.variant not in VARIANTS:
+            raise ValueError(
+                f"unknown variant {self.variant!r}; known: {', '.join(VARIANTS)}"
+            )
+
+    @property
+    def warps(self) -> int:
+        return self.block // self.warp
+
+    @property
+    def tile(self) -> int:
+        """Elements one block consumes per step; chunks are multiples of it."""
+        return self.block * self.items
+
+    @property
+    def label(self) -> str:
+        """Short, readable name: ``warp_shuffle f32->f32 b256 w32 i4``."""
+        src, acc = self.in_dtype.str[1:], self.acc_dtype.str[1:]
+        dt = src if src == acc else f"{src}->{acc}"
+        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}"
