@@ -24,6 +24,7 @@ import itertools
 import linecache
 import string
 import textwrap
+import warnings
 from typing import Any
 
 from .spec import KernelSpec
@@ -66,9 +67,30 @@ class Kernel:
     source: str
     filename: str
     fn: Any
+    #: False where configuring returns the kernel itself (the simulator's kernels
+    #: store the last grid on themselves, so a cached launcher would be stale).
+    cache_launchers: bool = True
+    _launchers: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def __repr__(self):
         return f"<Kernel {self.name}>"
+
+    def launcher(self, grid: int, block: int, stream):
+        """``fn[grid, block, stream]``, configured once and reused: configuring costs
+        microseconds per call, and Numba's low-occupancy warning (small grids are
+        deliberate here: a second pass is one block) is raised only then."""
+        if not self.cache_launchers:
+            return self.fn[grid, block, stream]
+        key = (grid, block, stream)
+        found = self._launchers.get(key)
+        if found is None:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Grid size")
+                found = self.fn[grid, block, stream]
+            if len(self._launchers) >= 256:  # grids vary with n; keep the table small
+                self._launchers.clear()
+            self._launchers[key] = found
+        return found
 
 
 _serial = itertools.count(1)  # next() on a count is atomic under the GIL

@@ -14,7 +14,7 @@ __all__ = ["run"]
 
 def _launch(kernel, grid, block, stream, *args):
     try:
-        kernel.fn[grid, block, stream](*args)
+        kernel.launcher(grid, block, stream)(*args)
     except Exception as exc:
         if _is_typing_error(exc):
             raise TypeError(

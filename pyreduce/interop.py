@@ -10,6 +10,7 @@ scalars and strings are refused: a reduction of a Python list is ``functools.red
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ class Input:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def on_device(self) -> bool:

@@ -1,10 +1,16 @@
 """The CPU backend: generated Numba ``njit`` folds, threads over contiguous chunks.
 
-Order is kept without giving up speed: a range is cut into ``STREAMS`` contiguous
-pieces folded side by side in one loop (independent dependency chains the core can
-overlap), and the pieces are then combined left to right. Large inputs are split
-into one chunk per core, folded in parallel (``nogil``) and combined in chunk
-order. Only associativity is assumed, never commutativity.
+A single accumulator is one long dependency chain, so each fold keeps ``STREAMS``
+accumulators and combines them at the end. How elements are dealt to them depends
+on what the op allows:
+
+* any associative op (user ops): the range is cut into ``STREAMS`` contiguous
+  pieces folded side by side, then combined left to right, so order is kept;
+* commutative built-ins: element ``i`` goes to lane ``i % LANES``, a layout the
+  compiler turns into SIMD, like NumPy's own loops.
+
+Large inputs are split into one contiguous chunk per core, folded in parallel
+(``nogil``) and combined in chunk order.
 """
 
 from __future__ import annotations
@@ -21,8 +27,40 @@ from ..codegen import compile_module, indent, render
 __all__ = ["CpuBackend"]
 
 STREAMS = 8
+LANES = 16
 #: Below this many elements one thread does it all.
 PARALLEL_MIN = 1 << 20
+
+
+def lanes_source(name: str, lanes: int) -> str:
+    """Source of ``name(x, lo, hi)`` folding ``x[lo:hi]`` into interleaved lanes
+    (commutative ops only)."""
+    return render(
+        """
+        @njit(nogil=True)
+        def ${name}(x, lo, hi):
+            m = (hi - lo) // ${K}
+            if m < 2:
+                acc = acc_t(x[lo])
+                for i in range(lo + 1, hi):
+                    acc = acc_t(op(acc, acc_t(x[i])))
+                return acc
+            lanes = np.empty(${K}, acc_t)
+            for k in range(${K}):
+                lanes[k] = acc_t(x[lo + k])
+            for i in range(1, m):
+                base = lo + i * ${K}
+                for k in range(${K}):
+                    lanes[k] = acc_t(op(lanes[k], acc_t(x[base + k])))
+            acc = lanes[0]
+            for k in range(1, ${K}):
+                acc = acc_t(op(acc, lanes[k]))
+            for i in range(lo + ${K} * m, hi):
+                acc = acc_t(op(acc, acc_t(x[i])))
+            return acc
+        """,
+        name=name, K=lanes,
+    )
 
 
 def fold_source(name: str, streams: int) -> str:
@@ -83,27 +121,40 @@ class CpuBackend:
         from numba import njit
 
         def build():
-            name = f"pyreduce_cpu_fold_{monoid.dtype.str[1:]}_s{STREAMS}"
-            namespace = {"njit": njit, "op": self.op(monoid), "acc_t": monoid.dtype.type}
-            compile_module(fold_source(name, STREAMS), f"<pyreduce {name}>", namespace)
+            dt = monoid.dtype.str[1:]
+            if monoid.commutative:
+                name = f"pyreduce_cpu_lanes_{dt}_l{LANES}"
+                source = lanes_source(name, LANES)
+            else:
+                name = f"pyreduce_cpu_streams_{dt}_s{STREAMS}"
+                source = fold_source(name, STREAMS)
+            namespace = {
+                "njit": njit, "np": np, "op": self.op(monoid), "acc_t": monoid.dtype.type,
+            }
+            compile_module(source, f"<pyreduce {name}>", namespace)
             return namespace[name]
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
     def check_op(self, monoid):
-        """Compile ``op(acc, acc)`` now, so a bad op is a TypeError before any launch."""
+        """Compile ``op(acc, acc)`` once per op and dtype, so that an op Numba cannot
+        compile is a TypeError before any kernel uses it."""
         from numba import typeof
         from numba.core.errors import NumbaError
 
-        fn = self.op(monoid)
-        t = typeof(monoid.dtype.type(0))
-        try:
-            fn.compile((t, t))
-        except NumbaError as exc:
-            raise TypeError(
-                f"op {monoid.name!r} could not be compiled by Numba for {monoid.dtype}: "
-                f"{str(exc).strip().splitlines()[0]}"
-            ) from exc
+        def build():
+            fn = self.op(monoid)
+            t = typeof(monoid.dtype.type(0))
+            try:
+                fn.compile((t, t))
+            except NumbaError as exc:
+                raise TypeError(
+                    f"op {monoid.name!r} could not be compiled by Numba for "
+                    f"{monoid.dtype}: {str(exc).strip().splitlines()[0]}"
+                ) from exc
+            return True
+
+        KERNELS.get(("cpu", "check", monoid.cache_key), build)
 
     def reduce(self, host: np.ndarray, monoid, initial=None):
         # njit folds read any stride; only N-D needs flattening (a view when it can)

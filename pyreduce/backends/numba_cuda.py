@@ -24,6 +24,8 @@ from .dialect import CUDA
 
 __all__ = ["NumbaCudaBackend", "carrier"]
 
+_SIM_LOCK = threading.RLock()
+
 
 def carrier(dtype: np.dtype):
     """The type a shuffle moves for ``dtype``: Numba's shuffles take 32- and 64-bit
@@ -97,16 +99,23 @@ class NumbaCudaBackend:
             name=name,
             key=("cuda", device_id, cc),
             sm_count=dev.MULTIPROCESSOR_COUNT,
-            max_threads_per_sm=dev.MAX_THREADS_PER_MULTI_PROCESSOR,
+            max_threads_per_sm=dev.MAX_THREADS_PER_MULTIPROCESSOR,
             max_blocks_per_sm=32 if cc >= (5, 0) else 16,
             warp=dev.WARP_SIZE,
         )
 
+    @contextlib.contextmanager
+    def _simulated_launches(self, warp: int):
+        from . import simwarp
+
+        # The simulator runs one kernel at a time (it asserts so): calls from
+        # several Python threads take turns for the whole reduction.
+        with _SIM_LOCK, simwarp.warp_size(warp):
+            yield
+
     def launch_context(self, warp: int):
         if self.simulated:
-            from . import simwarp
-
-            return simwarp.warp_size(warp)
+            return self._simulated_launches(warp)
         if warp != 32:
             raise ValueError(f"warp size {warp} is not this GPU's (32)")
         return contextlib.nullcontext()
@@ -133,7 +142,10 @@ class NumbaCudaBackend:
             }
             filename = f"<pyreduce {spec.label}>"
             compile_module(source, filename, namespace)
-            return Kernel(spec, name, source, filename, namespace[name])
+            return Kernel(
+                spec, name, source, filename, namespace[name],
+                cache_launchers=not self.simulated,
+            )
 
         return KERNELS.get((self.name, device.key, spec), build)
 
@@ -169,7 +181,8 @@ class NumbaCudaBackend:
         gather = self.gather_kernel(arr.ndim, arr.dtype)
         block = 256 if not self.simulated else 32
         grid = min(-(-arr.size // block), 1024 if not self.simulated else 2)
-        gather[grid, block, stream](arr, flat)
+        with self.launch_context(self.device().warp):
+            gather[grid, block, stream](arr, flat)
         return flat
 
     def to_device(self, host: np.ndarray, stream):

@@ -1,0 +1,50 @@
+"""Benchmarks: their own pytest collection (``python -m pytest bench``; on a GPU
+machine with ``NUMBA_ENABLE_CUDASIM=0``, since the root conftest enables the
+simulator by default).
+
+GPU cases time the device with CUDA events (``device_us`` and ``GBps`` in
+``extra_info``) and the whole host call with pytest-benchmark itself; inputs are
+allocated before timing starts. The device name and date go into the JSON's
+``machine_info``.
+"""
+
+import datetime
+
+import pytest
+
+
+def _gpu_name():
+    import pyreduce
+
+    if "cuda" not in pyreduce.available():  # no GPU, or the simulator
+        return None
+    try:
+        from numba import cuda
+
+        name = cuda.get_current_device().name
+        return name.decode() if isinstance(name, bytes) else name
+    except Exception:
+        return None
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    import numba
+    import numpy
+
+    machine_info["gpu"] = _gpu_name()
+    machine_info["date"] = datetime.date.today().isoformat()
+    machine_info["numpy"] = numpy.__version__
+    machine_info["numba"] = numba.__version__
+    for mod in ("numba_cuda", "cupy", "torch"):
+        try:
+            machine_info[mod] = __import__(mod).__version__
+        except Exception:
+            machine_info[mod] = None
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    name = _gpu_name()
+    if name is None:
+        pytest.skip("no CUDA GPU")
+    return name
