@@ -170,10 +170,12 @@ def demo(size: int | None = None, backend: str = "auto", repeat: int = 3,
 
     cols = ("case", "pyreduce", "numpy", "ok", "1st call", "pyreduce t", "numpy t")
     widths = (24, 19, 19, 3, 9, 10, 9)
+
     def row(cells):
         first = f"{cells[0]:<{widths[0]}}"
         rest = [f"{c:>{w}}" for c, w in zip(cells[1:], widths[1:])]
-        return "  ".join([first] + rest)
+        return "  ".join([first] + rest).rstrip()
+
     print(row(cols), file=out)
     print(row(["-" * w for w in widths]), file=out)
 
@@ -183,6 +185,9 @@ def demo(size: int | None = None, backend: str = "auto", repeat: int = 3,
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", pyreduce.BackendNotice)
+                # Numba warns about small grids (the finishing pass is one block on
+                # purpose); its message starts with a terminal colour code
+                warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely")
                 _, first = _timed(ours, x, be.name)
                 got, best = _timed(ours, x, be.name)
                 for _ in range(repeat - 1):
@@ -259,6 +264,9 @@ def main(argv=None) -> int:
     except RuntimeError as exc:  # e.g. --backend cuda without a GPU
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `python -m pyreduce demo | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -50,8 +50,11 @@ def reduce(
         device_result: return a 1-element device array instead of a NumPy scalar
             (GPU backends).
         stream: a Numba CUDA stream to launch on.
-        variant, block_size, items_per_thread, warp_size, max_blocks: override the
-            planner (see ``pyreduce.variants``); ``None`` lets it choose.
+        variant: a name from ``pyreduce.variants`` (default: the planner's choice).
+        block_size: threads per block (``None``: the planner's choice).
+        items_per_thread: elements each thread folds per step.
+        warp_size: 32, or 64 in the simulator (AMD wavefronts).
+        max_blocks: an upper bound on the first pass's grid.
 
     Returns:
         A NumPy scalar of the accumulator dtype.
@@ -132,6 +135,7 @@ def _named(op, dtype_rule):
             kwargs["dtype"] = dtype_rule(info.dtype)
         return reduce(x, op, identity, **kwargs)
 
+    reduction.__pyreduce_op__ = op
     return reduction
 
 
@@ -142,7 +146,7 @@ def _same(dt):
 sum = _named("add", sum_dtype)
 sum.__name__ = sum.__qualname__ = "sum"
 sum.__doc__ = """Sum of all elements, accumulated like ``np.sum`` (bool and small ints in
-64 bits). Keywords as for :func:`reduce`.
+64 bits). Keywords as for ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.sum(np.array([200, 100], dtype=np.uint8), backend="cpu"))
@@ -151,15 +155,15 @@ sum.__doc__ = """Sum of all elements, accumulated like ``np.sum`` (bool and smal
 prod = _named("mul", sum_dtype)
 prod.__name__ = prod.__qualname__ = "prod"
 prod.__doc__ = """Product of all elements, accumulated like ``np.prod``. Keywords as for
-:func:`reduce`."""
+``reduce``."""
 max = _named("max", _same)
 max.__name__ = max.__qualname__ = "max"
 max.__doc__ = """Largest element; NaN propagates and an empty input raises ValueError,
-as with ``np.max``. Keywords as for :func:`reduce`."""
+as with ``np.max``. Keywords as for ``reduce``."""
 min = _named("min", _same)
 min.__name__ = min.__qualname__ = "min"
 min.__doc__ = """Smallest element; NaN propagates and an empty input raises ValueError,
-as with ``np.min``. Keywords as for :func:`reduce`."""
+as with ``np.min``. Keywords as for ``reduce``."""
 
 
 class Reduce:

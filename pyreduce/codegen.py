@@ -85,7 +85,8 @@ class Kernel:
         found = self._launchers.get(key)
         if found is None:
             with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Grid size")
+                # Numba's message starts with a terminal colour code
+                warnings.filterwarnings("ignore", message=r".*Grid size")
                 found = self.fn[grid, block, stream]
             if len(self._launchers) >= 256:  # grids vary with n; keep the table small
                 self._launchers.clear()

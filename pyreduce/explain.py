@@ -14,6 +14,10 @@ __all__ = ["Explanation", "explain"]
 
 @dataclasses.dataclass
 class Explanation:
+    """What ``explain`` found: the backend and device, the plan (None on the CPU),
+    the kernels of each pass with their generated source, their compiled
+    resources (or why they are unknown) and the reduction's result."""
+
     backend: str
     device: str
     plan: Plan | None

@@ -150,6 +150,10 @@ _ALIASES = [
 def _builtin_name(op) -> str | None:
     if isinstance(op, str):
         return op if op in _BUILTINS else None
+    # pyreduce.max and friends name the op they reduce with
+    tagged = getattr(op, "__pyreduce_op__", None)
+    if isinstance(tagged, str):
+        return tagged
     for obj, name in _ALIASES:
         if op is obj:
             return name
@@ -262,7 +266,7 @@ class Monoid:
         if self.identity is None or not self.empty_ok:
             raise ValueError(
                 f"reduction of an empty array with op {self.name!r} has no identity; "
-                "pass identity= (or init=) to define the result"
+                "pass identity= (or initial=) to define the result"
             )
         return self.identity
 

@@ -18,7 +18,7 @@ ITEMS_PER_THREAD = (1, 2, 4, 8, 16)
 class KernelSpec:
     """Everything a kernel factory bakes into the source as literals.
 
-    ``op_key`` identifies the operator's code (see :func:`pyreduce.ops.function_key`);
+    ``op_key`` identifies the operator's code (see ``pyreduce.ops.function_key``);
     ``in_dtype`` is what the kernel loads and ``acc_dtype`` what it combines and
     writes. Construction validates every field and raises ValueError naming the one
     that is out of range, so no factory is asked for a kernel it cannot build.
@@ -63,7 +63,8 @@ class KernelSpec:
 
     @property
     def label(self) -> str:
-        """Short, readable name: ``warp_shuffle f32->f32 b256 w32 i4``."""
+        """Short, readable name: ``warp_shuffle f4 b256 w32 i4``, or ``i1->i8`` where
+        the input and accumulator dtypes differ."""
         src, acc = self.in_dtype.str[1:], self.acc_dtype.str[1:]
         dt = src if src == acc else f"{src}->{acc}"
         return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}"
