@@ -13,34 +13,10 @@ import pytest
 
 import pyreduce
 
+from _timing import device_seconds, record
+
 SIZES_GPU = [2**10, 2**20, 2**28]
 SIZES_CPU = [2**10, 2**20, 10_000_000]
-
-
-def _device_seconds(fn, reps=20, batches=5):
-    """Median over batches of the mean device time per call, from CUDA events."""
-    from numba import cuda
-
-    fn()
-    cuda.synchronize()
-    times = []
-    for _ in range(batches):
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) * 1e-3 / reps)
-    return float(np.median(times))
-
-
-def _record(benchmark, nbytes, seconds, **info):
-    benchmark.extra_info.update(info)
-    benchmark.extra_info["bytes"] = nbytes
-    if seconds is not None:
-        benchmark.extra_info["device_us"] = seconds * 1e6
-        benchmark.extra_info["GBps"] = nbytes / seconds / 1e9
 
 
 # --- CPU: pyreduce's cpu backend against NumPy
@@ -60,7 +36,7 @@ def test_cpu(benchmark, lib, op, n):
     benchmark.group = f"cpu {op} float64 n={n}"
     result = benchmark(fn)
     assert np.isclose(result, np.sum(x) if op == "sum" else np.max(x))
-    _record(benchmark, x.nbytes, None, lib=lib, op=op, n=n, dtype="float64")
+    record(benchmark, x.nbytes, None, lib=lib, op=op, n=n, dtype="float64")
 
 
 # --- GPU: pyreduce against CuPy and PyTorch on the same device array
@@ -110,11 +86,11 @@ def test_gpu(benchmark, gpu, lib, op, n):
     x = cp.random.default_rng(0).standard_normal(n, dtype=cp.float32)
     device_fn, host_fn = _gpu_case(lib, op, x)
     expected = float(x.sum(dtype=cp.float64)) if op == "sum" else float(x.max())
-    seconds = _device_seconds(device_fn)
+    seconds = device_seconds(device_fn)
     benchmark.group = f"gpu {op} float32 n=2**{n.bit_length() - 1}"
     result = benchmark(host_fn)
     assert np.isclose(float(result), expected, rtol=1e-3, atol=1e-3 * np.sqrt(n))
-    _record(benchmark, x.nbytes, seconds, lib=lib, op=op, n=n, dtype="float32", gpu=gpu)
+    record(benchmark, x.nbytes, seconds, lib=lib, op=op, n=n, dtype="float32", gpu=gpu)
 
 
 def test_gpu_copy_ceiling(benchmark, gpu):
@@ -122,10 +98,10 @@ def test_gpu_copy_ceiling(benchmark, gpu):
     cp = pytest.importorskip("cupy")
     x = cp.ones(2**28, dtype=cp.float32)
     y = cp.empty_like(x)
-    seconds = _device_seconds(lambda: cp.copyto(y, x))
+    seconds = device_seconds(lambda: cp.copyto(y, x))
     benchmark.group = "gpu copy ceiling"
     benchmark(lambda: (cp.copyto(y, x), cp.cuda.Device().synchronize()))
-    _record(benchmark, 2 * x.nbytes, seconds, lib="cupy.copyto", n=x.size, gpu=gpu)
+    record(benchmark, 2 * x.nbytes, seconds, lib="cupy.copyto", n=x.size, gpu=gpu)
 
 
 def test_compile_time(benchmark, gpu):

@@ -9,8 +9,13 @@ allocated before timing starts. The device name and date go into the JSON's
 """
 
 import datetime
+import os
+import sys
 
 import pytest
+
+# the benchmark files share helpers from bench/_timing.py
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 def _gpu_name():

@@ -10,10 +10,11 @@ from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .explain import Explanation, explain
 from .variants import VARIANTS as variants
+from .variants import variant_source
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "Reduce",
-    "explain", "Explanation", "variants", "available", "BackendNotice",
+    "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear",
 ]
 

@@ -1,13 +1,20 @@
 """Running a :class:`~pyreduce.planner.Plan` on a device backend.
 
-Pass 1 launches ``plan.grid`` blocks; each writes its partial into library-owned
-scratch in block order. Pass 2 (one block) reduces the partials in that order. An
-``initial`` value is placed in front of the partials, so it is combined exactly
-once, on the left, on the device: ``op(initial, op(p0, p1, ...))``, which is what
-``functools.reduce(op, x, initial)`` computes. The input is only ever read.
+The first pass launches ``plan.grid`` blocks; each writes its partial into
+library-owned scratch, in block order. What follows depends on the layout:
+``two_pass`` reduces the partials with one block, ``multi_pass`` repeats passes of
+one tile per block until one value is left, and a ``single_pass`` kernel's last
+block finishes by itself. An ``initial`` value is placed in front of the first
+partials, so it is combined exactly once, on the left, on the device:
+``op(initial, op(p0, p1, ...))``, which is what ``functools.reduce(op, x, initial)``
+computes. The input is only ever read.
 """
 
 from __future__ import annotations
+
+import contextlib
+
+import numpy as np
 
 __all__ = ["run"]
 
@@ -46,27 +53,38 @@ def run(backend, flat, plan, monoid, device, *, initial=None, stream=0, device_r
     """Reduce the 1-D device array ``flat``. Returns a NumPy scalar, or a 1-element
     device array when ``device_result`` is set."""
     spec = plan.spec
+    acc = spec.acc_dtype
     kernel = backend.kernel(spec, monoid, device)
-    result = backend.new_result(spec.acc_dtype, stream) if device_result else None
-    stream_key = _stream_key(stream)
-    with backend.launch_context(spec.warp), backend.scratch.borrow(
-        1, spec.acc_dtype, stream_key
-    ) as small:
-        out = result if device_result else small
-        if plan.finish is None:
-            _launch(kernel, 1, spec.block, stream, flat, plan.n, plan.chunk, out)
+    key = _stream_key(stream)
+    result = backend.new_result(acc, stream) if device_result else None
+    with backend.launch_context(spec.warp), contextlib.ExitStack() as scratch:
+
+        def borrow(count, dtype=acc, zeroed=False):
+            pool = backend.counters if zeroed else backend.scratch
+            return scratch.enter_context(pool.borrow(count, np.dtype(dtype), key))
+
+        out = result if device_result else borrow(1)
+        head = plan.head
+        if plan.layout == "single_pass":
+            blocks = borrow(plan.grid + head)
+            if head:
+                backend.put_value(blocks, initial, stream)
+            _launch(kernel, plan.grid, spec.block, stream, flat, plan.n, plan.chunk,
+                    out, blocks, head, borrow(1, np.int32, zeroed=True))
         else:
-            head = 0 if initial is None else 1
-            count = plan.grid + head
-            with backend.scratch.borrow(count, spec.acc_dtype, stream_key) as partials:
+            src, count, grid, chunk = flat, plan.n, plan.grid, plan.chunk
+            while grid > 1 or head:
+                partials = borrow(grid + head)
                 if head:
                     backend.put_value(partials, initial, stream)
-                _launch(kernel, plan.grid, spec.block, stream,
-                        flat, plan.n, plan.chunk, partials[head:count])
-                finish = backend.kernel(plan.finish, monoid, device)
-                tile = plan.finish.tile
-                chunk = -(-count // tile) * tile
-                _launch(finish, 1, plan.finish.block, stream, partials, count, chunk, out)
+                _launch(kernel, grid, spec.block, stream,
+                        src, count, chunk, partials[head:grid + head])
+                kernel = backend.kernel(plan.finish, monoid, device)
+                spec, src, count, head = plan.finish, partials, grid + head, 0
+                tiles = -(-count // spec.tile)
+                grid = 1 if plan.layout == "two_pass" else tiles
+                chunk = tiles * spec.tile if plan.layout == "two_pass" else spec.tile
+            _launch(kernel, 1, spec.block, stream, src, count, chunk, out)
         if device_result:
             return result
         return backend.read_value(out, stream)

@@ -40,20 +40,30 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _resources(backend, kernel) -> dict | str:
+def _resources(backend, kernel, device) -> dict | str:
     if backend.name != "cuda":
-        return f"not known on the {backend.name} backend (no compiled GPU code)"
+        return (
+            f"registers, shared and local memory and occupancy are not known on the "
+            f"{backend.name} backend (no compiled GPU code)"
+        )
+    from .occupancy import occupancy
+
     fn = kernel.fn
-    # one entry per compiled signature; a reduction compiles one per pass
+    # one entry per compiled signature (input layouts); report the largest
     regs = fn.get_regs_per_thread()
     shared = fn.get_shared_mem_per_block()
     local = fn.get_local_mem_per_thread()
     pick = (lambda d: max(d.values())) if isinstance(regs, dict) else (lambda v: v)
-    return {
+    found = {
         "registers": pick(regs),
         "shared_bytes": pick(shared),
         "local_bytes": pick(local),
     }
+    occ = occupancy(kernel.spec.block, found["registers"], found["shared_bytes"], device.limits)
+    found["occupancy"] = round(occ.fraction, 3)
+    found["blocks_per_sm"] = occ.blocks_per_sm
+    found["limited_by"] = occ.limited_by
+    return found
 
 
 def explain(x, op, identity=None, **kwargs) -> Explanation:
@@ -82,5 +92,5 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     kernels = [be.kernel(plan.spec, monoid, device)]
     if plan.finish is not None:
         kernels.append(be.kernel(plan.finish, monoid, device))
-    resources = {k.name: _resources(be, k) for k in kernels}
+    resources = {k.name: _resources(be, k, device) for k in kernels}
     return Explanation(be.name, device.name, plan, kernels, resources, result)

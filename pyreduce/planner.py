@@ -22,6 +22,7 @@ class DeviceInfo:
     max_blocks_per_sm: int
     warp: int
     default_block: int = 256
+    limits: object = None  # pyreduce.occupancy.SMLimits on a GPU, None elsewhere
 
     def max_grid(self, block: int) -> int:
         """Blocks resident at once when nothing but thread count limits occupancy."""
@@ -43,18 +44,34 @@ class Tuning:
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """First pass: ``grid`` blocks of ``spec`` each own ``chunk`` elements and write
-    one partial each. If ``finish`` is set, a single block of it reduces the
-    partials (in block order) to the result."""
+    one partial each, in block order. ``finish`` (the same variant over the
+    accumulator dtype) reduces the partials: one block for ``two_pass``, repeated
+    passes of one tile per block for ``multi_pass``. A ``single_pass`` kernel
+    finishes by itself. ``head`` values (an initial value) precede the partials."""
 
     spec: KernelSpec
+    layout: str
     n: int
     grid: int
     chunk: int
     finish: KernelSpec | None
+    head: int = 0
 
     @property
     def passes(self) -> int:
-        return 1 if self.finish is None else 2
+        """Kernel launches this plan makes."""
+        if self.layout == "single_pass":
+            return 1
+        count, passes = self.grid + self.head, 1
+        if self.finish is None:
+            return passes
+        while True:
+            passes += 1
+            if self.layout == "two_pass":
+                return passes
+            count = -(-count // self.finish.tile)
+            if count == 1:
+                return passes
 
 
 DEFAULT_VARIANT = "warp_shuffle"
@@ -74,19 +91,32 @@ def make_plan(
     tuning: Tuning = Tuning(),
     extra_partials: int = 0,
 ) -> Plan:
-    """Lay out ``n >= 1`` elements. ``extra_partials`` forces the finishing pass
-    (it is the number of values the driver puts before the block partials)."""
-    variant = DEFAULT_VARIANT if tuning.variant == "auto" else tuning.variant
+    """Lay out ``n >= 1`` elements. ``extra_partials`` is the number of values the
+    driver puts before the block partials (an initial value); they force a
+    finishing pass."""
+    from .variants import VARIANTS
+
+    name = DEFAULT_VARIANT if tuning.variant == "auto" else tuning.variant
+    if name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
+    variant = VARIANTS[name]
     warp = tuning.warp_size or device.warp
     block = tuning.block_size or max(device.default_block, warp)
-    items = tuning.items_per_thread or default_items(in_dtype)
-    spec = KernelSpec(variant, in_dtype, acc_dtype, op_key, block, warp, items)
+
+    def items_for(dtype):
+        return tuning.items_per_thread or variant.default_items or default_items(dtype)
+
+    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items_for(in_dtype))
     tiles = -(-n // spec.tile)
-    grid = min(tiles, tuning.max_blocks or device.max_grid(block))
+    if variant.layout == "multi_pass":
+        grid = tiles
+        if tuning.max_blocks:
+            grid = min(grid, tuning.max_blocks)
+    else:
+        grid = min(tiles, tuning.max_blocks or device.max_grid(block))
     chunk = -(-tiles // grid) * spec.tile
     grid = -(-n // chunk)  # no block without elements
     finish = None
-    if grid > 1 or extra_partials:
-        items2 = tuning.items_per_thread or default_items(acc_dtype)
-        finish = KernelSpec(variant, acc_dtype, acc_dtype, op_key, block, warp, items2)
-    return Plan(spec, n, grid, chunk, finish)
+    if variant.layout != "single_pass" and (grid > 1 or extra_partials):
+        finish = KernelSpec(name, acc_dtype, acc_dtype, op_key, block, warp, items_for(acc_dtype))
+    return Plan(spec, variant.layout, n, grid, chunk, finish, extra_partials)

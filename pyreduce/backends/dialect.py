@@ -53,6 +53,19 @@ class Dialect:
             f"carry_t({value}), {delta}))"
         )
 
+    def shfl_idx(self, value: str, src: str, warp: int) -> str:
+        """``value`` from lane ``src``."""
+        return (
+            f"acc_t(gpu.shfl_sync({self.full_mask(warp)}, carry_t({value}), {src}))"
+        )
+
+    def threadfence(self) -> str:
+        return "gpu.threadfence()"
+
+    def atomic_inc(self, array: str) -> str:
+        """Add one to ``array[0]`` and return the old value."""
+        return f"gpu.atomic.add({array}, 0, 1)"
+
 
 #: numba-cuda on a GPU, and the same source in Numba's CUDA simulator.
 CUDA = Dialect("cuda")

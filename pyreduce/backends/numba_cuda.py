@@ -74,6 +74,8 @@ class NumbaCudaBackend:
         self.simulated = bool(config.ENABLE_CUDASIM)
         self.name = "sim" if self.simulated else "cuda"
         self.scratch = ScratchPool(lambda n, dt: cuda.device_array(n, dtype=dt))
+        # single-pass tickets: zeroed once, and the kernel's last block resets them
+        self.counters = ScratchPool(lambda n, dt: cuda.to_device(np.zeros(n, dtype=dt)))
         if self.simulated:
             from . import simwarp
 
@@ -92,16 +94,34 @@ class NumbaCudaBackend:
 
     @functools.lru_cache(maxsize=None)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
+        from ..occupancy import SMLimits
+
         dev = self.cuda.get_current_device()
         name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
         cc = dev.compute_capability
+
+        def attribute(attr, default):
+            try:
+                return int(getattr(dev, attr))
+            except (AttributeError, TypeError):
+                return default
+
+        limits = SMLimits(
+            max_threads=dev.MAX_THREADS_PER_MULTIPROCESSOR,
+            max_blocks=attribute("MAX_BLOCKS_PER_MULTIPROCESSOR", 32 if cc >= (5, 0) else 16),
+            registers=attribute("MAX_REGISTERS_PER_MULTIPROCESSOR", 65536),
+            shared_bytes=attribute("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 49152),
+            warp=dev.WARP_SIZE,
+            reserved_shared_per_block=attribute("RESERVED_SHARED_MEMORY_PER_BLOCK", 0),
+        )
         return DeviceInfo(
             name=name,
             key=("cuda", device_id, cc),
             sm_count=dev.MULTIPROCESSOR_COUNT,
-            max_threads_per_sm=dev.MAX_THREADS_PER_MULTIPROCESSOR,
-            max_blocks_per_sm=32 if cc >= (5, 0) else 16,
+            max_threads_per_sm=limits.max_threads,
+            max_blocks_per_sm=limits.max_blocks,
             warp=dev.WARP_SIZE,
+            limits=limits,
         )
 
     @contextlib.contextmanager
@@ -139,6 +159,7 @@ class NumbaCudaBackend:
                 "op": self._device_op(monoid),
                 "acc_t": spec.acc_dtype.type,
                 "carry_t": carrier(spec.acc_dtype),
+                "i32": np.int32,
             }
             filename = f"<pyreduce {spec.label}>"
             compile_module(source, filename, namespace)

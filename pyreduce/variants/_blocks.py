@@ -34,15 +34,18 @@ def block_range(dialect) -> str:
     """
 
 
-def fold_items(spec: KernelSpec, dst: str, first: str, end: str | None) -> str:
-    """Fold ``x[first : first + items]`` in order into ``dst``, unrolled.
+def fold_items(
+    spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x", count: int | None = None
+) -> str:
+    """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
+    in order into ``dst``, unrolled.
 
     With ``end`` given, items at or past ``end`` are skipped (the caller ensures
     ``first < end``, so ``dst`` always holds at least one element).
     """
-    lines = [f"{dst} = acc_t(x[{first}])"]
-    for k in range(1, spec.items):
-        step = f"{dst} = {combine(dst, f'acc_t(x[{first} + {k}])')}"
+    lines = [f"{dst} = acc_t({src}[{first}])"]
+    for k in range(1, spec.items if count is None else count):
+        step = f"{dst} = {combine(dst, f'acc_t({src}[{first} + {k}])')}"
         lines.append(step if end is None else f"if {first} + {k} < {end}:\n    {step}")
     return "\n".join(lines)
 

@@ -6,78 +6,135 @@ neighbouring elements, the warp combines its lanes with shuffles (deltas 1, 2, 4
 ... so lane order is kept), and lane 0 folds the tile into a running accumulator.
 No barrier is needed until the end, where the warps' results meet in shared memory
 and warp 0 reduces them in warp order.
+
+With ``last_block`` set the kernel also finishes the reduction in one launch: each
+block writes its partial, fences, and takes a ticket from an atomic counter; the
+block that draws the last ticket has seen every other block's partial and reduces
+them, in block order, with the same code (the NVIDIA counterpart of the tutorial's
+Global Data Share step).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..codegen import render
 from ..spec import KernelSpec
-from ._blocks import block_range, combine, fold_items, snippet, warp_reduce
+from ._blocks import combine, fold_items, snippet, warp_reduce
 
 DESCRIPTION = "warp shuffles per warp tile, warp partials through shared memory"
 
 
-def build(spec: KernelSpec, dialect, name: str) -> str:
+@dataclasses.dataclass(frozen=True)
+class Options:
+    last_block: bool = False
+
+
+def _block_result(spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str) -> str:
+    """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
+    ``n``) in ``v`` of thread 0. Uses locals ``tid``, ``lane``, ``warp``, ``partials``."""
     w, i = spec.warp, spec.items
     return render(
         """
-        ${decorator}
-        def ${name}(x, n, chunk, out):
-        ${range}
-            lane = tid % ${W}
-            warp = tid // ${W}
-            wchunk = chunk // ${NW}
-            start = bstart + warp * wchunk
-            end = min(start + wchunk, bend)
-            partials = ${shared}
-            acc = acc_t(0)
-            have = False
-            base = start
-            while base + ${WTILE} <= end:
-                i = base + lane * ${I}
+        bend = min(${bstart} + ${chunk}, ${n})
+        wchunk = ${chunk} // ${NW}
+        start = ${bstart} + warp * wchunk
+        end = min(start + wchunk, bend)
+        acc = acc_t(0)
+        have = False
+        base = start
+        while base + ${WTILE} <= end:
+            i = base + lane * ${I}
         ${fold_full}
         ${reduce_full}
-                if have:
-                    acc = ${combine_acc}
-                else:
-                    acc = v
-                have = True
-                base += ${WTILE}
-            if base < end:
-                i = base + lane * ${I}
-                v = acc_t(0)
-                if i < end:
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+            have = True
+            base += ${WTILE}
+        if base < end:
+            i = base + lane * ${I}
+            v = acc_t(0)
+            if i < end:
         ${fold_tail}
-                lanes = (end - base + ${I1}) // ${I}
+            lanes = (end - base + ${I1}) // ${I}
         ${reduce_tail}
-                if have:
-                    acc = ${combine_acc}
-                else:
-                    acc = v
-            if lane == 0:
-                partials[warp] = acc
-            ${sync}
-            if warp == 0:
-                # warps holding data form a prefix of the block
-                used = min((bend - bstart + wchunk - 1) // wchunk, ${NW})
-                v = acc_t(0)
-                if lane < used:
-                    v = partials[lane]
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+        if lane == 0:
+            partials[warp] = acc
+        ${sync}
+        v = acc_t(0)
+        if warp == 0:
+            # warps holding data form a prefix of the block
+            used = min((bend - ${bstart} + wchunk - 1) // wchunk, ${NW})
+            if lane < used:
+                v = partials[lane]
         ${reduce_warps}
-                if lane == 0:
-                    out[${bid}] = v
+        """,
+        src=src, n=n, bstart=bstart, chunk=chunk,
+        W=w, I=i, I1=i - 1, NW=spec.warps, WTILE=w * i,
+        fold_full=snippet(fold_items(spec, "v", "i", None, src), 1),
+        reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
+        combine_acc=combine("acc", "v"),
+        fold_tail=snippet(fold_items(spec, "v", "i", "end", src), 2),
+        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
+        sync=dialect.syncthreads(),
+        reduce_warps=snippet(
+            "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0
+        ),
+    )
+
+
+def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
+    head = render(
+        """
+        ${decorator}
+        def ${name}(${args}):
+            tid = ${tid}
+            lane = tid % ${W}
+            warp = tid // ${W}
+            partials = ${shared}
+        ${body}
         """,
         decorator=dialect.decorator(),
         name=name,
-        range=snippet(block_range(dialect), 1),
-        W=w, I=i, I1=i - 1, NW=spec.warps, WTILE=w * i,
+        args="x, n, chunk, out" + (", blocks, head, ticket" if options.last_block else ""),
+        tid=dialect.thread_idx(),
+        W=spec.warp,
         shared=dialect.shared_array(spec.warps),
-        fold_full=snippet(fold_items(spec, "v", "i", None), 2),
-        reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 2),
-        combine_acc=combine("acc", "v"),
-        fold_tail=snippet(fold_items(spec, "v", "i", "end"), 3),
-        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 2),
-        sync=dialect.syncthreads(),
-        reduce_warps=snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 2),
-        bid=dialect.block_idx(),
+        body=snippet(_block_result(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk", "chunk"), 1),
     )
+    if not options.last_block:
+        return head + snippet(f"if tid == 0:\n    out[{dialect.block_idx()}] = v", 1) + "\n"
+    # `blocks` holds `head` leading values (an initial value) then one partial per
+    # block; the last block to finish reduces all of them in order.
+    finish = render(
+        """
+        last = ${flag}
+        if tid == 0:
+            blocks[head + ${bid}] = v
+            ${fence}
+            last[0] = ${ticket} == ${grid} - 1
+        ${sync}
+        if last[0]:
+            count = head + ${grid}
+            chunk2 = (count + ${TILE1}) // ${TILE} * ${TILE}
+        ${body}
+            if tid == 0:
+                out[0] = v
+                ticket[0] = 0
+        """,
+        flag=dialect.shared_array(1, "i32"),
+        bid=dialect.block_idx(),
+        fence=dialect.threadfence(),
+        ticket=dialect.atomic_inc("ticket"),
+        grid=dialect.grid_dim(),
+        sync=dialect.syncthreads(),
+        TILE=spec.tile, TILE1=spec.tile - 1,
+        body=snippet(_block_result(spec, dialect, "blocks", "count", "0", "chunk2"), 1),
+    )
+    return head + snippet(finish, 1) + "\n"

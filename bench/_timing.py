@@ -1,0 +1,29 @@
+"""Timing helpers shared by the benchmark files."""
+
+import numpy as np
+
+
+def device_seconds(fn, reps=20, batches=5):
+    """Median over batches of the mean device time per call, from CUDA events."""
+    from numba import cuda
+
+    fn()
+    cuda.synchronize()
+    times = []
+    for _ in range(batches):
+        start, stop = cuda.event(), cuda.event()
+        start.record()
+        for _ in range(reps):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cuda.event_elapsed_time(start, stop) * 1e-3 / reps)
+    return float(np.median(times))
+
+
+def record(benchmark, nbytes, seconds, **info):
+    benchmark.extra_info.update(info)
+    benchmark.extra_info["bytes"] = nbytes
+    if seconds is not None:
+        benchmark.extra_info["device_us"] = seconds * 1e6
+        benchmark.extra_info["GBps"] = nbytes / seconds / 1e9
