@@ -7,7 +7,8 @@
 device, nothing allocated in the timed region once the pool is warm) for float32
 and int32 sums and max, next to CuPy (CUB) and a device-to-device copy (the
 bandwidth ceiling, read + write bytes), and records each kernel's resources.
-``report`` writes ``docs/case-study/variants.md`` (tables) and ``variants.png``.
+``report`` writes ``docs/case-study/results.md`` (tables, included by the
+variants page) and ``variants.png``.
 """
 
 from __future__ import annotations
@@ -93,13 +94,36 @@ def run(out: str, sizes=SIZES, variants=None) -> None:
                         f"{e.plan.spec.items}, {e.plan.passes} launches"
                     )
             print(f"{dtype} {op} n=2**{n.bit_length() - 1} done", flush=True)
+    params = _parameters(cp, cuda, pyreduce)
     meta = dict(
         gpu=gpu, date=datetime.date.today().isoformat(), python=platform.python_version(),
         numpy=np.__version__, numba=numba.__version__, cupy=cp.__version__,
         numba_cuda=_version("numba-cuda"), ceiling_GBps=ceiling,
     )
     with open(out, "w") as f:
-        json.dump(dict(meta=meta, rows=rows, resources=resources), f, indent=1)
+        json.dump(dict(meta=meta, rows=rows, resources=resources, params=params), f, indent=1)
+
+
+#: The compute-shader article's knobs: threads per group, values fetched per
+#: thread, interleaved vs sequential addressing, and the doubled shared array.
+PARAM_N = 2**24
+PARAM_VARIANTS = ["naive", "sequential", "unrolled", "double_shared", "warp_shuffle"]
+
+
+def _parameters(cp, cuda, pyreduce):
+    x = cp.random.default_rng(3).standard_normal(PARAM_N, dtype=cp.float32)
+    xd = cuda.as_cuda_array(x)
+    out = []
+    for name in PARAM_VARIANTS:
+        for block in (64, 256, 1024):
+            for items in (1, 2, 4, 16):
+                if name == "double_shared" and items == 1:
+                    continue
+                t = _time(lambda: pyreduce.sum(xd, device_result=True, variant=name,
+                                               block_size=block, items_per_thread=items), 10)
+                out.append(dict(variant=name, block=block, items=items, n=PARAM_N,
+                                GBps=x.nbytes / t / 1e9))
+    return out
 
 
 def _version(dist):
@@ -154,7 +178,20 @@ def report(path: str, docs: str = DOCS) -> None:
                 f"| {res['local_bytes']} | {res['occupancy']:.0%} | {res['limited_by']} |"
             )
             plan = ""
-    with open(os.path.join(docs, "variants.md"), "w") as f:
+    params = data.get("params") or []
+    if params:
+        lines += ["", f"### Parameters: float32 sum of 2**{PARAM_N.bit_length() - 1}, GB/s",
+                  "", "| variant | block | items=1 | items=2 | items=4 | items=16 |",
+                  "|---|---|---|---|---|---|"]
+        for name in PARAM_VARIANTS:
+            for block in (64, 256, 1024):
+                cells = []
+                for items in (1, 2, 4, 16):
+                    r = [p for p in params if p["variant"] == name and p["block"] == block
+                         and p["items"] == items]
+                    cells.append(f"{r[0]['GBps']:.0f}" if r else "-")
+                lines.append(f"| {name} | {block} | " + " | ".join(cells) + " |")
+    with open(os.path.join(docs, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     _chart(rows, meta, sizes, names, os.path.join(docs, "variants.png"))
 

@@ -5,8 +5,12 @@ As a hook (``hooks:`` in ``mkdocs.yml``) it replaces every line of the form::
     <!-- pyreduce-source: NAME -->
 
 in a page with a fenced code block holding the source that pyreduce generates
-*now* for NAME, so the docs can never show stale kernels. An unknown NAME fails
-the build. Nothing is written to disk.
+*now* for NAME, so the docs can never show stale kernels. Two more markers::
+
+    <!-- pyreduce-diff: A B -->          the unified diff from variant A to B
+    <!-- pyreduce-include: PATH -->      the file docs/PATH (measured results)
+
+An unknown NAME or a missing file fails the build. Nothing is written to disk.
 
 As a script it prints the same sources, or writes them as ``NAME.py`` files::
 
@@ -31,6 +35,10 @@ SPEC = {"in_dtype": "float32", "acc_dtype": "float32", "op": "add",
         "block": 64, "warp": 32, "items": 2}
 
 _MARKER = re.compile(r"^<!-- pyreduce-source: ([A-Za-z0-9_]+) -->[ \t]*$", re.MULTILINE)
+_DIFF = re.compile(
+    r"^<!-- pyreduce-diff: ([A-Za-z0-9_]+) ([A-Za-z0-9_]+) -->[ \t]*$", re.MULTILINE
+)
+_INCLUDE = re.compile(r"^<!-- pyreduce-include: ([A-Za-z0-9_./-]+) -->[ \t]*$", re.MULTILINE)
 
 
 def sources() -> dict[str, str]:
@@ -52,6 +60,8 @@ def sources() -> dict[str, str]:
             variant, np.dtype(SPEC["in_dtype"]), np.dtype(SPEC["acc_dtype"]), monoid.key,
             block=SPEC["block"], warp=SPEC["warp"], items=SPEC["items"],
         )
+        if spec.items % VARIANTS[variant].options.__dict__.get("shared_factor", 1):
+            continue  # double_shared needs items divisible by 2: shown on its page
         out[variant] = generate(spec, CUDA)[1]
     out["cpu_streams"] = fold_source(f"pyreduce_cpu_streams_f4_s{STREAMS}", STREAMS)
     out["cpu_lanes"] = lanes_source(f"pyreduce_cpu_lanes_f4_l{LANES}", LANES)
@@ -59,8 +69,33 @@ def sources() -> dict[str, str]:
     return {name: src.strip("\n") + "\n" for name, src in out.items()}
 
 
+def variant_diff(a: str, b: str) -> str:
+    """Unified diff between two variants' sources (each with its default items)."""
+    import difflib
+
+    import pyreduce
+
+    def src(name):
+        return pyreduce.variant_source(name, "float32", block_size=SPEC["block"]).splitlines()
+
+    lines = difflib.unified_diff(src(a), src(b), a, b, lineterm="", n=2)
+    return "\n".join(lines) + "\n"
+
+
+def _include(path: str, where: str) -> str:
+    full = os.path.join(_ROOT, "docs", path)
+    if not os.path.exists(full):
+        raise FileNotFoundError(f"{where}: pyreduce-include {path!r} not found")
+    with open(full) as f:
+        return f.read()
+
+
 def expand(markdown: str, where: str = "page") -> str:
     """``markdown`` with every marker replaced by its source in a code block."""
+    markdown = _DIFF.sub(
+        lambda m: f"```diff\n{variant_diff(m.group(1), m.group(2))}```", markdown
+    )
+    markdown = _INCLUDE.sub(lambda m: _include(m.group(1), where), markdown)
     if not _MARKER.search(markdown):
         return markdown
     found = sources()

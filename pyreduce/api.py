@@ -125,7 +125,7 @@ def _deliver(be, value, monoid, device_result, stream):
         raise ValueError("device_result=True needs a GPU backend, not 'cpu'")
     out = be.new_result(monoid.dtype, stream)
     be.put_value(out, value, stream)
-    return out
+    return be.result_array(out)
 
 
 def _named(op, dtype_rule):

@@ -19,9 +19,9 @@ import numpy as np
 __all__ = ["run"]
 
 
-def _launch(kernel, grid, block, stream, *args):
+def _launch(backend, kernel, grid, block, stream, *args):
     try:
-        kernel.launcher(grid, block, stream)(*args)
+        backend.launch(kernel, grid, block, stream, args)
     except Exception as exc:
         if _is_typing_error(exc):
             raise TypeError(
@@ -69,7 +69,7 @@ def run(backend, flat, plan, monoid, device, *, initial=None, stream=0, device_r
             blocks = borrow(plan.grid + head)
             if head:
                 backend.put_value(blocks, initial, stream)
-            _launch(kernel, plan.grid, spec.block, stream, flat, plan.n, plan.chunk,
+            _launch(backend, kernel, plan.grid, spec.block, stream, flat, plan.n, plan.chunk,
                     out, blocks, head, borrow(1, np.int32, zeroed=True))
         else:
             src, count, grid, chunk = flat, plan.n, plan.grid, plan.chunk
@@ -77,14 +77,14 @@ def run(backend, flat, plan, monoid, device, *, initial=None, stream=0, device_r
                 partials = borrow(grid + head)
                 if head:
                     backend.put_value(partials, initial, stream)
-                _launch(kernel, grid, spec.block, stream,
-                        src, count, chunk, partials[head:grid + head])
+                _launch(backend, kernel, grid, spec.block, stream,
+                        src, count, chunk, backend.slice(partials, head, grid + head))
                 kernel = backend.kernel(plan.finish, monoid, device)
                 spec, src, count, head = plan.finish, partials, grid + head, 0
                 tiles = -(-count // spec.tile)
                 grid = 1 if plan.layout == "two_pass" else tiles
                 chunk = tiles * spec.tile if plan.layout == "two_pass" else spec.tile
-            _launch(kernel, 1, spec.block, stream, src, count, chunk, out)
+            _launch(backend, kernel, 1, spec.block, stream, src, count, chunk, out)
         if device_result:
-            return result
+            return backend.result_array(result)
         return backend.read_value(out, stream)

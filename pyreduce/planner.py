@@ -82,6 +82,9 @@ def default_items(dtype: np.dtype) -> int:
     return int(min(16, max(2, 16 // dtype.itemsize)))
 
 
+_plans: dict = {}
+
+
 def make_plan(
     n: int,
     in_dtype: np.dtype,
@@ -93,7 +96,20 @@ def make_plan(
 ) -> Plan:
     """Lay out ``n >= 1`` elements. ``extra_partials`` is the number of values the
     driver puts before the block partials (an initial value); they force a
-    finishing pass."""
+    finishing pass. Plans are remembered: the same call shape plans once."""
+    key = (n, in_dtype.char, acc_dtype.char, op_key, device.key, device.warp, tuning,
+           extra_partials)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) > 4096:  # many distinct sizes: start over rather than grow
+            _plans.clear()
+        plan = _plans[key] = _make_plan(
+            n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials
+        )
+    return plan
+
+
+def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials) -> Plan:
     from .variants import VARIANTS
 
     name = DEFAULT_VARIANT if tuning.variant == "auto" else tuning.variant
@@ -106,6 +122,12 @@ def make_plan(
     def items_for(dtype):
         return tuning.items_per_thread or variant.default_items or default_items(dtype)
 
+    for dtype in {in_dtype, acc_dtype}:
+        if items_for(dtype) % variant.items_multiple:
+            raise ValueError(
+                f"variant {name!r} needs items_per_thread to be a multiple of "
+                f"{variant.items_multiple}, got {items_for(dtype)}"
+            )
     spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items_for(in_dtype))
     tiles = -(-n // spec.tile)
     if variant.layout == "multi_pass":

@@ -51,9 +51,9 @@ def _instance(name: str):
         from .cpu import CpuBackend
 
         return CpuBackend()
-    from .numba_cuda import NumbaCudaBackend
+    from .numba_cuda import CudaBackend, SimBackend
 
-    return NumbaCudaBackend()
+    return SimBackend() if name == "sim" else CudaBackend()
 
 
 def available() -> tuple[str, ...]:

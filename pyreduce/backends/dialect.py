@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Dialect", "CUDA"]
+__all__ = ["Dialect", "CUDA", "SIM"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Dialect:
     name: str
+    #: emit the block size as the kernel's launch bounds, so the compiler keeps
+    #: registers within what a block of that size may use (the simulator's jit
+    #: takes no such option)
+    launch_bounds: bool = True
 
-    def decorator(self) -> str:
+    def decorator(self, block: int | None = None) -> str:
+        if block and self.launch_bounds:
+            return f"@gpu.jit(launch_bounds={block})"
         return "@gpu.jit"
 
     def thread_idx(self) -> str:
@@ -67,5 +73,7 @@ class Dialect:
         return f"gpu.atomic.add({array}, 0, 1)"
 
 
-#: numba-cuda on a GPU, and the same source in Numba's CUDA simulator.
+#: numba-cuda on a GPU.
 CUDA = Dialect("cuda")
+#: The same source in Numba's CUDA simulator, less the launch bounds.
+SIM = Dialect("sim", launch_bounds=False)

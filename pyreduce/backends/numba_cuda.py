@@ -20,9 +20,13 @@ from ..flatten import gather_source
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from ..variants import generate
-from .dialect import CUDA
+from .dialect import CUDA, SIM
+from .fastpath import (
+    DeviceView, FastKernel, flatten_args, read_scalar, signature, signature_key, view_of,
+    write_scalar,
+)
 
-__all__ = ["NumbaCudaBackend", "carrier"]
+__all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
 
 _SIM_LOCK = threading.RLock()
 
@@ -55,7 +59,8 @@ class ScratchPool:
             if buf is not None:
                 free.remove(buf)
         if buf is None:
-            buf = self._allocate(max(n, 64), dtype)
+            # results (n == 1) are read back whole; partials get some headroom
+            buf = self._allocate(n if n == 1 else max(n, 64), dtype)
         try:
             yield buf
         finally:
@@ -64,32 +69,162 @@ class ScratchPool:
 
 
 class NumbaCudaBackend:
+    """What the simulator and the GPU share: kernels from the same factories,
+    operators compiled per op code, scratch pools and the gather kernel."""
+
+    name: str
     dialect = CUDA
 
     def __init__(self):
         from numba import cuda
-        from numba.cuda.core import config
 
         self.cuda = cuda
-        self.simulated = bool(config.ENABLE_CUDASIM)
-        self.name = "sim" if self.simulated else "cuda"
-        self.scratch = ScratchPool(lambda n, dt: cuda.device_array(n, dtype=dt))
+        self.scratch = ScratchPool(self._allocate)
         # single-pass tickets: zeroed once, and the kernel's last block resets them
-        self.counters = ScratchPool(lambda n, dt: cuda.to_device(np.zeros(n, dtype=dt)))
-        if self.simulated:
-            from . import simwarp
+        self.counters = ScratchPool(self._allocate_zeros)
 
-            simwarp.install()
+    def _allocate(self, n, dtype):
+        return self.cuda.device_array(n, dtype=dtype)
 
-    # --- the device
+    def _allocate_zeros(self, n, dtype):
+        return self.cuda.to_device(np.zeros(n, dtype=dtype))
+
+    # --- kernels
+
+    def _device_op(self, monoid):
+        """The operator as the kernels call it; one compiled function per op code."""
+        return KERNELS.get(
+            (self.name, "op", monoid.key),
+            lambda: self.cuda.jit(device=True)(monoid.fn),
+        )
+
+    def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
+        def build():
+            name, source = generate(spec, self.dialect)
+            namespace = {
+                "gpu": self.cuda,
+                "op": self._device_op(monoid),
+                "acc_t": spec.acc_dtype.type,
+                "carry_t": carrier(spec.acc_dtype),
+                "i32": np.int32,
+            }
+            filename = f"<pyreduce {spec.label}>"
+            compile_module(source, filename, namespace)
+            return Kernel(
+                spec, name, source, filename, namespace[name],
+                cache_launchers=self.name != "sim",
+            )
+
+        return KERNELS.get((self.name, device.key, spec), build)
+
+    def gather_kernel(self, ndim: int):
+        def build():
+            name, source = gather_source(ndim, self.dialect)
+            namespace = compile_module(source, f"<pyreduce gather {ndim}d>", {"gpu": self.cuda})
+            return namespace[name]
+
+        return KERNELS.get((self.name, "gather", ndim), build)
+
+    def _gather(self, arr, stream, block, grid):
+        """Copy an N-D Numba device array into a new C-order 1-D one."""
+        flat = self.cuda.device_array(arr.size, dtype=arr.dtype, stream=stream)
+        with self.launch_context(self.device().warp):
+            self.gather_kernel(arr.ndim)[grid, block, stream](arr, flat)
+        return flat
+
+    # --- launching and memory, on Numba's device arrays (overridden on the GPU)
+
+    def launch(self, kernel, grid, block, stream, args):
+        kernel.launcher(grid, block, stream)(*args)
+
+    def slice(self, buf, start, stop):
+        return buf[start:stop]
+
+    def put_value(self, buf, value, stream):
+        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
+
+    def new_result(self, dtype: np.dtype, stream):
+        return self.cuda.device_array(1, dtype=dtype, stream=stream)
+
+    def result_array(self, buf):
+        """What ``device_result=True`` hands the user for a result buffer."""
+        return buf
+
+    def read_value(self, buf, stream):
+        host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
+        if stream:
+            stream.synchronize()
+        return host[0]
+
+
+class SimBackend(NumbaCudaBackend):
+    """The generated kernels in Numba's CUDA simulator, with project-supplied warp
+    intrinsics (:mod:`pyreduce.backends.simwarp`) and no launch bounds."""
+
+    name = "sim"
+    dialect = SIM
+
+    def __init__(self):
+        super().__init__()
+        from . import simwarp
+
+        simwarp.install()
 
     def device(self, warp: int | None = None) -> DeviceInfo:
-        if self.simulated:
-            from . import simwarp
+        from . import simwarp
 
-            w = warp or simwarp.get_warp_size()
-            # Small on purpose: every simulated thread is a Python thread.
-            return DeviceInfo("CUDA simulator", ("sim",), 2, 2 * w, 1, w, 2 * w)
+        w = warp or simwarp.get_warp_size()
+        # Small on purpose: every simulated thread is a Python thread.
+        return DeviceInfo("CUDA simulator", ("sim",), 2, 2 * w, 1, w, 2 * w)
+
+    @contextlib.contextmanager
+    def launch_context(self, warp: int):
+        from . import simwarp
+
+        # The simulator runs one kernel at a time (it asserts so): calls from
+        # several Python threads take turns for the whole reduction.
+        with _SIM_LOCK, simwarp.warp_size(warp):
+            yield
+
+    def _device_op(self, monoid):
+        return monoid.fn  # the simulator calls Python functions as they are
+
+    def as_device_array(self, x):
+        if not hasattr(x, "_ary"):
+            raise TypeError(f"the simulator cannot use a {type(x).__name__}: pass a host array")
+        return x
+
+    def flat_view(self, arr, stream):
+        """A 1-D array in the C-order of ``arr``: a view, or a gathered copy."""
+        if arr.ndim == 1:
+            return arr
+        if arr.ndim == 0 or arr.is_c_contiguous():
+            return arr.reshape(arr.size)
+        return self._gather(arr, stream, block=32, grid=2)
+
+    def to_device(self, host: np.ndarray, stream):
+        return self.cuda.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
+
+
+class CudaBackend(NumbaCudaBackend):
+    """A real GPU. Kernels are compiled by Numba but launched through ``cuda.core``
+    with prepared arguments (:mod:`pyreduce.backends.fastpath`); arrays travel as
+    :class:`~pyreduce.backends.fastpath.DeviceView`."""
+
+    name = "cuda"
+
+    def __init__(self):
+        super().__init__()
+        self._fast: dict = {}
+        self._fast_lock = threading.Lock()
+
+    def _allocate(self, n, dtype):
+        return view_of(super()._allocate(n, dtype))
+
+    def _allocate_zeros(self, n, dtype):
+        return view_of(super()._allocate_zeros(n, dtype))
+
+    def device(self, warp: int | None = None) -> DeviceInfo:
         return self._gpu_info(self.cuda.get_current_device().id)
 
     @functools.lru_cache(maxsize=None)
@@ -124,99 +259,44 @@ class NumbaCudaBackend:
             limits=limits,
         )
 
-    @contextlib.contextmanager
-    def _simulated_launches(self, warp: int):
-        from . import simwarp
-
-        # The simulator runs one kernel at a time (it asserts so): calls from
-        # several Python threads take turns for the whole reduction.
-        with _SIM_LOCK, simwarp.warp_size(warp):
-            yield
-
     def launch_context(self, warp: int):
-        if self.simulated:
-            return self._simulated_launches(warp)
         if warp != 32:
             raise ValueError(f"warp size {warp} is not this GPU's (32)")
         return contextlib.nullcontext()
 
-    # --- kernels
-
-    def _device_op(self, monoid):
-        """The operator as the kernels call it; one compiled function per op code."""
-        if self.simulated:
-            return monoid.fn
-        return KERNELS.get(
-            (self.name, "op", monoid.key),
-            lambda: self.cuda.jit(device=True)(monoid.fn),
-        )
-
-    def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
-        def build():
-            name, source = generate(spec, self.dialect)
-            namespace = {
-                "gpu": self.cuda,
-                "op": self._device_op(monoid),
-                "acc_t": spec.acc_dtype.type,
-                "carry_t": carrier(spec.acc_dtype),
-                "i32": np.int32,
-            }
-            filename = f"<pyreduce {spec.label}>"
-            compile_module(source, filename, namespace)
-            return Kernel(
-                spec, name, source, filename, namespace[name],
-                cache_launchers=not self.simulated,
-            )
-
-        return KERNELS.get((self.name, device.key, spec), build)
-
-    def gather_kernel(self, ndim: int, dtype: np.dtype):
-        def build():
-            name, source = gather_source(ndim, self.dialect)
-            namespace = compile_module(source, f"<pyreduce gather {ndim}d>", {"gpu": self.cuda})
-            return namespace[name]
-
-        return KERNELS.get((self.name, "gather", ndim), build)
-
-    # --- arrays
-
     def as_device_array(self, x):
-        """A Numba device array viewing ``x`` (no copy)."""
-        if self.simulated:
-            if not hasattr(x, "_ary"):
-                raise TypeError(
-                    f"the simulator cannot use a {type(x).__name__}: pass a host array"
-                )
-            return x
-        return self.cuda.as_cuda_array(x)
+        """A view of ``x`` when its C order is one, else a Numba array to gather."""
+        return view_of(x) or self.cuda.as_cuda_array(x)
 
     def flat_view(self, arr, stream):
-        """A 1-D device array whose order is the C-order flattening of ``arr``:
-        a view when one exists (1-D of any stride, contiguous N-D), else a copy
-        into library-owned memory through the gather kernel."""
-        if arr.ndim == 1:
+        if isinstance(arr, DeviceView):
             return arr
-        if arr.ndim == 0 or arr.is_c_contiguous():
-            return arr.reshape(arr.size)
-        flat = self.cuda.device_array(arr.size, dtype=arr.dtype, stream=stream)
-        gather = self.gather_kernel(arr.ndim, arr.dtype)
-        block = 256 if not self.simulated else 32
-        grid = min(-(-arr.size // block), 1024 if not self.simulated else 2)
-        with self.launch_context(self.device().warp):
-            gather[grid, block, stream](arr, flat)
-        return flat
+        return view_of(self._gather(arr, stream, block=256, grid=min(-(-arr.size // 256), 1024)))
 
     def to_device(self, host: np.ndarray, stream):
-        return self.cuda.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
+        dev = self.cuda.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
+        return view_of(dev)
+
+    def launch(self, kernel, grid, block, stream, args):
+        key = (kernel, signature_key(args))
+        fast = self._fast.get(key)
+        if fast is None:
+            with self._fast_lock:
+                fast = self._fast.get(key) or FastKernel(kernel.fn, signature(args))
+                self._fast[key] = fast
+        fast(grid, block, stream, flatten_args(args))
+
+    def slice(self, buf, start, stop):
+        return buf.slice(start, stop)
 
     def put_value(self, buf, value, stream):
-        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
+        write_scalar(buf, value, stream)
 
     def new_result(self, dtype: np.dtype, stream):
-        return self.cuda.device_array(1, dtype=dtype, stream=stream)
+        return view_of(self.cuda.device_array(1, dtype=dtype, stream=stream))
+
+    def result_array(self, buf):
+        return buf.owner
 
     def read_value(self, buf, stream):
-        host = buf[:1].copy_to_host(stream=stream)
-        if stream:
-            stream.synchronize()
-        return host[0]
+        return read_scalar(buf, stream)

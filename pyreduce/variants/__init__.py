@@ -44,6 +44,12 @@ class Variant:
     #: True if the variant reorders elements and so refuses non-commutative ops.
     commutative_only: bool = False
 
+    @property
+    def items_multiple(self) -> int:
+        """Items per thread must be a multiple of this (each of a thread's shared
+        slots gets an equal run)."""
+        return getattr(self.options, "shared_factor", 1)
+
     def build(self, spec, dialect, name) -> str:
         return self.factory.build(spec, dialect, name, self.options)
 

@@ -242,7 +242,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
             if tid == 0:
                 out[${bid}] = acc
         """,
-        decorator=dialect.decorator(),
+        decorator=dialect.decorator(spec.block),
         name=name,
         range=snippet(block_range(dialect), 1),
         shared=dialect.shared_array(slots),

@@ -100,7 +100,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
             partials = ${shared}
         ${body}
         """,
-        decorator=dialect.decorator(),
+        decorator=dialect.decorator(spec.block),
         name=name,
         args="x, n, chunk, out" + (", blocks, head, ticket" if options.last_block else ""),
         tid=dialect.thread_idx(),
