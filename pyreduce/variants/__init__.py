@@ -89,6 +89,10 @@ VARIANTS = {
               "block finishes", None, "two_pass"),
         _warp("last_block", 11, "single pass: the last block to finish (atomic ticket "
               "after a fence) reduces the partials", None, "single_pass", last_block=True),
+        _warp("warp_shuffle_x2", None, "two-pass warp shuffles loading two warp tiles "
+              "per iteration before reducing them", None, "two_pass", tiles=2),
+        _warp("warp_shuffle_x4", None, "the same with four warp tiles per iteration",
+              None, "two_pass", tiles=4),
         _tree("shared_tree", None, "unrolled sequential tree with block barriers, "
               "two-pass layout", None, "two_pass"),
         _tree("double_shared", None, "shared array doubled, first combination in "

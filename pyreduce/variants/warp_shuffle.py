@@ -28,9 +28,30 @@ DESCRIPTION = "warp shuffles per warp tile, warp partials through shared memory"
 @dataclasses.dataclass(frozen=True)
 class Options:
     last_block: bool = False
+    #: warp tiles loaded per loop iteration before any is reduced: more bytes in
+    #: flight per warp, and independent shuffle chains to overlap
+    tiles: int = 1
 
 
-def _block_result(spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str) -> str:
+def _multi_tile(spec: KernelSpec, dialect, src: str, tiles: int) -> str:
+    """A loop over ``tiles`` warp tiles at a time: all loads first, then the
+    reductions, then the tiles folded into ``acc`` in order."""
+    w, i = spec.warp, spec.items
+    loads, reduces, folds = [], [], []
+    for u in range(tiles):
+        loads.append(f"i = base + {u * w * i} + lane * {i}")
+        loads.append(fold_items(spec, f"t{u}", "i", None, src))
+        reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
+        first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
+            else f"acc = {combine('acc', f't{u}')}"
+        folds.append(first)
+    body = "\n".join(loads + reduces + folds) + f"\nhave = True\nbase += {tiles * w * i}"
+    return f"while base + {tiles * w * i} <= end:\n" + snippet(body, 1)
+
+
+def _block_result(
+    spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1
+) -> str:
     """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
     ``n``) in ``v`` of thread 0. Uses locals ``tid``, ``lane``, ``warp``, ``partials``."""
     w, i = spec.warp, spec.items
@@ -43,6 +64,7 @@ def _block_result(spec: KernelSpec, dialect, src: str, n: str, bstart: str, chun
         acc = acc_t(0)
         have = False
         base = start
+        ${multi}
         while base + ${WTILE} <= end:
             i = base + lane * ${I}
         ${fold_full}
@@ -76,6 +98,7 @@ def _block_result(spec: KernelSpec, dialect, src: str, n: str, bstart: str, chun
         ${reduce_warps}
         """,
         src=src, n=n, bstart=bstart, chunk=chunk,
+        multi=_multi_tile(spec, dialect, src, tiles) if tiles > 1 else "",
         W=w, I=i, I1=i - 1, NW=spec.warps, WTILE=w * i,
         fold_full=snippet(fold_items(spec, "v", "i", None, src), 1),
         reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
@@ -106,7 +129,8 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         tid=dialect.thread_idx(),
         W=spec.warp,
         shared=dialect.shared_array(spec.warps),
-        body=snippet(_block_result(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk", "chunk"), 1),
+        body=snippet(_block_result(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
+                                   "chunk", options.tiles), 1),
     )
     if not options.last_block:
         return head + snippet(f"if tid == 0:\n    out[{dialect.block_idx()}] = v", 1) + "\n"
