@@ -44,19 +44,19 @@ def test_cpu(benchmark, lib, op, n):
 def _gpu_case(lib, op, x_cupy):
     """``(device_fn, host_fn)``: the first leaves the result on the device."""
     if lib == "pyreduce":
+        red = pyreduce.sum if op == "sum" else pyreduce.max
+        return (lambda: red(x_cupy, device_result=True)), (lambda: red(x_cupy))
+    if lib == "pyreduce-numba-array":
         from numba import cuda
 
-        xd = cuda.as_cuda_array(x_cupy)  # parsed once, outside the timed region
+        xd = cuda.as_cuda_array(x_cupy)  # a Numba device array as the input
         red = pyreduce.sum if op == "sum" else pyreduce.max
         return (lambda: red(xd, device_result=True)), (lambda: red(xd))
     if lib == "pyreduce-lambda":
-        from numba import cuda
-
-        xd = cuda.as_cuda_array(x_cupy)
         f = (lambda a, b: a + b) if op == "sum" else (lambda a, b: a if a > b else b)
         return (
-            lambda: pyreduce.reduce(xd, f, device_result=True),
-            lambda: pyreduce.reduce(xd, f),
+            lambda: pyreduce.reduce(x_cupy, f, device_result=True),
+            lambda: pyreduce.reduce(x_cupy, f),
         )
     if lib == "cupy":
         red = x_cupy.sum if op == "sum" else x_cupy.max
@@ -79,7 +79,8 @@ def _gpu_case(lib, op, x_cupy):
 @pytest.mark.parametrize("n", SIZES_GPU)
 @pytest.mark.parametrize("op", ["sum", "max"])
 @pytest.mark.parametrize(
-    "lib", ["pyreduce", "pyreduce-lambda", "cupy", "torch", "numba.cuda.reduce"]
+    "lib",
+    ["pyreduce", "pyreduce-numba-array", "pyreduce-lambda", "cupy", "torch", "numba.cuda.reduce"],
 )
 def test_gpu(benchmark, gpu, lib, op, n):
     cp = pytest.importorskip("cupy")

@@ -203,12 +203,16 @@ def _chart(rows, meta, sizes, names, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
+    colours = plt.get_cmap("tab20").colors
     for ax, op in zip(axes, ("sum", "max")):
-        for name in names:
+        for k, name in enumerate(names):
             ys = [next(r["GBps"] for r in rows if r["variant"] == name and r["n"] == n
                        and r["dtype"] == "float32" and r["op"] == op) for n in sizes]
-            style = "k--" if name == "cupy" else "-"
-            ax.plot(sizes, ys, style, marker="o", ms=3, label=name)
+            if name == "cupy":
+                ax.plot(sizes, ys, "k--", marker="o", ms=3, label="CuPy (CUB)")
+            else:
+                ax.plot(sizes, ys, "-", color=colours[k % len(colours)],
+                        marker="osD^v<>"[k % 7], ms=3, label=name)
         ceiling = [meta["ceiling_GBps"][str(n)] for n in sizes]
         ax.plot(sizes, ceiling, ":", color="grey", label="copy (read + write bytes)")
         ax.set_xscale("log", base=2)

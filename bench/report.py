@@ -1,0 +1,85 @@
+"""Turn a pytest-benchmark JSON of ``bench/bench_reduce.py`` into Markdown tables.
+
+    python bench/report.py bench.json > docs/performance/results.md
+
+GPU rows: device time (CUDA events, result left on the device) as GB/s and the
+host call (result returned as a host scalar) in microseconds, per library, op and
+size, with the machine information the run recorded. CPU rows: time per call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+GPU_LIBS = [
+    "pyreduce", "pyreduce-numba-array", "pyreduce-lambda", "cupy", "torch", "numba.cuda.reduce",
+]
+
+
+def _median_us(bench) -> float:
+    return bench["stats"]["median"] * 1e6
+
+
+def report(path: str) -> str:
+    with open(path) as f:
+        data = json.load(f)
+    info = data["machine_info"]
+    benches = data["benchmarks"]
+    out = [
+        f"Run on {info.get('gpu') or 'no GPU'} ({info.get('cpu', {}).get('brand_raw', 'CPU')}), "
+        f"{info.get('date')}; numpy {info.get('numpy')}, numba {info.get('numba')}, "
+        f"numba-cuda {info.get('numba_cuda')}, CuPy {info.get('cupy')}, "
+        f"PyTorch {info.get('torch')}.",
+        "",
+    ]
+    gpu = [b for b in benches if b["name"].startswith("test_gpu[")]
+    if gpu:
+        sizes = sorted({b["extra_info"]["n"] for b in gpu})
+        for op in ("sum", "max"):
+            out += [f"### GPU float32 {op}", "",
+                    "| library | " + " | ".join(
+                        f"2**{n.bit_length() - 1} GB/s | 2**{n.bit_length() - 1} host us"
+                        for n in sizes) + " |",
+                    "|---" * (1 + 2 * len(sizes)) + "|"]
+            for lib in GPU_LIBS:
+                cells = []
+                for n in sizes:
+                    b = [b for b in gpu if b["extra_info"]["lib"] == lib
+                         and b["extra_info"]["op"] == op and b["extra_info"]["n"] == n]
+                    if b:
+                        cells += [f"{b[0]['extra_info']['GBps']:.0f}", f"{_median_us(b[0]):.1f}"]
+                    else:
+                        cells += ["-", "-"]
+                out.append(f"| {lib} | " + " | ".join(cells) + " |")
+            out.append("")
+        ceiling = [b for b in benches if b["name"] == "test_gpu_copy_ceiling"]
+        if ceiling:
+            out += [f"Device-to-device copy of 2**28 float32 (read + write bytes): "
+                    f"{ceiling[0]['extra_info']['GBps']:.0f} GB/s.", ""]
+        compile_ = [b for b in benches if b["name"] == "test_compile_time"]
+        if compile_:
+            e = compile_[0]["extra_info"]
+            out += [f"First call with a new op (generate, compile, run): "
+                    f"{e['first_call_s']:.2f} s; a second lambda with the same code: "
+                    f"{e['same_code_second_call_s'] * 1e3:.2f} ms (no compile).", ""]
+    cpu = [b for b in benches if b["name"].startswith("test_cpu[")]
+    if cpu:
+        sizes = sorted({b["extra_info"]["n"] for b in cpu})
+        out += ["### CPU float64 (median time per call, us)", "",
+                "| library | op | " + " | ".join(str(n) for n in sizes) + " |",
+                "|---|---" + "|---" * len(sizes) + "|"]
+        for lib in ("pyreduce", "numpy"):
+            for op in ("sum", "max"):
+                cells = []
+                for n in sizes:
+                    b = [b for b in cpu if b["extra_info"]["lib"] == lib
+                         and b["extra_info"]["op"] == op and b["extra_info"]["n"] == n]
+                    cells.append(f"{_median_us(b[0]):.1f}" if b else "-")
+                out.append(f"| {lib} | {op} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(report(sys.argv[1]))
