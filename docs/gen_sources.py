@@ -5,12 +5,15 @@ As a hook (``hooks:`` in ``mkdocs.yml``) it replaces every line of the form::
     <!-- pyreduce-source: NAME -->
 
 in a page with a fenced code block holding the source that pyreduce generates
-*now* for NAME, so the docs can never show stale kernels. Two more markers::
+*now* for NAME, so the docs can never show stale kernels. NAME is any variant in
+the registry (for :data:`SPEC`), ``cpu_streams``, ``cpu_lanes`` or ``gather_2d``.
+Two more markers::
 
     <!-- pyreduce-diff: A B -->          the unified diff from variant A to B
     <!-- pyreduce-include: PATH -->      the file docs/PATH (measured results)
 
-An unknown NAME or a missing file fails the build. Nothing is written to disk.
+An unknown NAME or variant, or a missing file, fails the build. Nothing is written
+to disk.
 
 As a script it prints the same sources, or writes them as ``NAME.py`` files::
 
@@ -30,9 +33,13 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:  # a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-#: The small spec every page shows: float32 ``add``, 64 threads, 2 items per thread.
-SPEC = {"in_dtype": "float32", "acc_dtype": "float32", "op": "add",
-        "block": 64, "warp": 32, "items": 2}
+#: The small spec every page shows: float32, 64 threads per block, warp 32 (the
+#: operator is a name in the kernel's namespace, so it does not change the text).
+#: Items per thread are each variant's own default (its ``default_items``, else the
+#: planner's 16 bytes per thread: 4 for float32), as ``pyreduce.variant_source``
+#: chooses them, so ``pyreduce-source`` and ``pyreduce-diff`` show the same kernels
+#: and every variant can be shown (``double_shared`` needs an even count).
+SPEC = {"dtype": "float32", "block": 64, "warp": 32}
 
 _MARKER = re.compile(r"^<!-- pyreduce-source: ([A-Za-z0-9_]+) -->[ \t]*$", re.MULTILINE)
 _DIFF = re.compile(
@@ -41,28 +48,24 @@ _DIFF = re.compile(
 _INCLUDE = re.compile(r"^<!-- pyreduce-include: ([A-Za-z0-9_./-]+) -->[ \t]*$", re.MULTILINE)
 
 
-def sources() -> dict[str, str]:
-    """``{name: source}``: each kernel variant for ``SPEC``, the two CPU folds
-    and the N-D gather kernel (2-D)."""
-    import numpy as np
+def variant(name: str) -> str:
+    """The source of variant ``name`` for ``SPEC``, with its own default items."""
+    import pyreduce
 
+    return pyreduce.variant_source(
+        name, SPEC["dtype"], block_size=SPEC["block"], warp_size=SPEC["warp"]
+    )
+
+
+def sources() -> dict[str, str]:
+    """``{name: source}``: every kernel variant in the registry for ``SPEC``, the
+    two CPU folds and the N-D gather kernel (2-D)."""
     from pyreduce.backends.cpu import LANES, STREAMS, fold_source, lanes_source
     from pyreduce.backends.dialect import CUDA
     from pyreduce.flatten import gather_source
-    from pyreduce.ops import as_monoid
-    from pyreduce.spec import KernelSpec
-    from pyreduce.variants import VARIANTS, generate
+    from pyreduce.variants import VARIANTS
 
-    monoid = as_monoid(SPEC["op"], np.dtype(SPEC["in_dtype"]))
-    out = {}
-    for variant in VARIANTS:
-        spec = KernelSpec(
-            variant, np.dtype(SPEC["in_dtype"]), np.dtype(SPEC["acc_dtype"]), monoid.key,
-            block=SPEC["block"], warp=SPEC["warp"], items=SPEC["items"],
-        )
-        if spec.items % VARIANTS[variant].options.__dict__.get("shared_factor", 1):
-            continue  # double_shared needs items divisible by 2: shown on its page
-        out[variant] = generate(spec, CUDA)[1]
+    out = {name: variant(name) for name in VARIANTS}
     out["cpu_streams"] = fold_source(f"pyreduce_cpu_streams_f4_s{STREAMS}", STREAMS)
     out["cpu_lanes"] = lanes_source(f"pyreduce_cpu_lanes_f4_l{LANES}", LANES)
     out["gather_2d"] = gather_source(2, CUDA)[1]
@@ -70,15 +73,13 @@ def sources() -> dict[str, str]:
 
 
 def variant_diff(a: str, b: str) -> str:
-    """Unified diff between two variants' sources (each with its default items)."""
+    """Unified diff from variant ``a``'s source to ``b``'s (``SPEC``, each with its
+    own default items)."""
     import difflib
 
-    import pyreduce
-
-    def src(name):
-        return pyreduce.variant_source(name, "float32", block_size=SPEC["block"]).splitlines()
-
-    lines = difflib.unified_diff(src(a), src(b), a, b, lineterm="", n=2)
+    lines = difflib.unified_diff(
+        variant(a).splitlines(), variant(b).splitlines(), a, b, lineterm="", n=2
+    )
     return "\n".join(lines) + "\n"
 
 

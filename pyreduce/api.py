@@ -54,7 +54,8 @@ def reduce(
         block_size: threads per block (``None``: the planner's choice).
         items_per_thread: elements each thread folds per step.
         warp_size: 32, or 64 in the simulator (AMD wavefronts).
-        max_blocks: an upper bound on the first pass's grid.
+        max_blocks: an upper bound on the first pass's grid. These five tune the
+            GPU kernels (``cuda``, ``sim``); the ``cpu`` backend ignores them.
 
     Returns:
         A NumPy scalar of the accumulator dtype.

@@ -14,6 +14,7 @@ The names a generated module may use come from its namespace, never from imports
 ``op``          the operator, compiled as a device function by the backend
 ``acc_t``       the accumulator's NumPy scalar type, used as a cast
 ``carry_t``     the type a shuffle moves (shuffles take 32/64-bit ints and floats)
+``i32``         ``np.int32``, for the single-pass kernel's shared flag
 ==============  =============================================================
 """
 

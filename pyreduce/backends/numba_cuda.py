@@ -1,7 +1,8 @@
 """numba-cuda backends: ``cuda`` on a GPU and ``sim`` in Numba's CUDA simulator.
 
-Both run the same generated source (the :data:`~pyreduce.backends.dialect.CUDA`
-dialect). They differ in what they compile the operator to, in the device they
+Both run the same generated source, the simulator's without the launch bounds
+its ``jit`` does not take (:data:`~pyreduce.backends.dialect.CUDA` and
+:data:`~pyreduce.backends.dialect.SIM`). They differ in what they compile the operator to, in the device they
 describe to the planner, and in the simulator's warp emulation
 (:mod:`pyreduce.backends.simwarp`).
 """

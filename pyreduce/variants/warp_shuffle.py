@@ -22,9 +22,6 @@ from ..codegen import render
 from ..spec import KernelSpec
 from ._blocks import combine, fold_items, snippet, warp_reduce
 
-DESCRIPTION = "warp shuffles per warp tile, warp partials through shared memory"
-
-
 @dataclasses.dataclass(frozen=True)
 class Options:
     last_block: bool = False
