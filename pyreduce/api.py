@@ -70,6 +70,7 @@ def reduce(
     """
     info = inspect(x)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    # checked here, whatever the backend and size, so a typo never passes silently
     tuning = Tuning(variant, block_size, items_per_thread, warp_size, max_blocks)
     return _run(info, monoid, initial, backend, tuning, device_result, stream)
 
@@ -113,6 +114,8 @@ def _needs_commutative(variant: str) -> bool:
 
 
 def _to_host(device_array) -> np.ndarray:
+    if hasattr(device_array, "copy_to_host"):  # Numba's (and the simulator's) arrays
+        return device_array.copy_to_host()
     from numba import cuda
 
     return cuda.as_cuda_array(device_array).copy_to_host()

@@ -57,13 +57,15 @@ def inspect(x) -> Input:
             desc = x.__cuda_array_interface__
             dtype, shape = np.dtype(desc["typestr"]), tuple(desc["shape"])
         return Input(check_dtype(dtype), shape, device=x)
+    if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float
+        return inspect(np.asarray(x))
+    if isinstance(x, memoryview):
+        return inspect(np.asarray(x))
     if isinstance(x, (list, tuple, str, bytes, int, float, complex, bool)) or x is None:
         raise TypeError(
             f"expected an array (NumPy, CuPy, PyTorch, Numba device array), "
             f"got {type(x).__name__}; wrap Python data in np.asarray(...) first"
         )
-    if isinstance(x, np.generic):
-        return inspect(np.asarray(x))
     if hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
         host = np.asarray(x)
         return Input(check_dtype(host.dtype), host.shape, host=host)

@@ -187,6 +187,11 @@ _SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.generic)
 
 
 def _value_key(value, seen) -> Hashable:
+    if isinstance(value, (float, np.floating)):
+        # by bits: -0.0 and 0.0 differ, and NaN equals itself
+        return (type(value).__name__, float(value).hex())
+    if isinstance(value, (complex, np.complexfloating)):
+        return (type(value).__name__, complex(value).real.hex(), complex(value).imag.hex())
     if isinstance(value, _SIMPLE):
         return (type(value).__name__, value)
     if isinstance(value, np.dtype):
@@ -216,6 +221,15 @@ def _code_key(code: types.CodeType, seen) -> Hashable:
     return (code.co_code, consts, code.co_names, code.co_varnames, code.co_argcount)
 
 
+def _global_names(code: types.CodeType) -> set:
+    """Names a function may look up as globals, nested functions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
 def function_key(fn: types.FunctionType, seen=None) -> Hashable:
     """A key for a Python function's behaviour: its bytecode, constants, closure
     values and the globals it names. Two lambdas with the same code and the same
@@ -230,7 +244,7 @@ def function_key(fn: types.FunctionType, seen=None) -> Hashable:
     )
     referenced = tuple(
         (name, _value_key(fn.__globals__[name], seen))
-        for name in code.co_names
+        for name in sorted(_global_names(code))
         if name in fn.__globals__
     )
     defaults = tuple(_value_key(d, seen) for d in (fn.__defaults__ or ()))
@@ -272,25 +286,32 @@ class Monoid:
 
 
 def cast_value(value, dtype: np.dtype, what: str):
-    """``value`` as a scalar of ``dtype``; TypeError if it is not a value of it."""
+    """``value`` as a scalar of ``dtype``; TypeError if it is not a value of it
+    (a string, a fraction for an integer dtype, out of range, 2 for a bool, a
+    finite float that would overflow to infinity)."""
     if isinstance(value, (bool, np.bool_)):
-        pass
-    elif isinstance(value, (int, np.integer)):
+        return dtype.type(value)
+    if isinstance(value, (float, np.floating)):
+        if dtype.kind == "f":
+            if np.isfinite(value) and abs(float(value)) > float(np.finfo(dtype).max):
+                raise TypeError(f"{what}={value!r} does not fit in {dtype} (it would overflow)")
+            return dtype.type(value)
+        if not (np.isfinite(value) and float(value).is_integer()):
+            raise TypeError(f"{what}={value!r} is not a value of integer dtype {dtype}")
+        value = int(value)
+    if isinstance(value, (int, np.integer)):
+        value = int(value)
         if dtype.kind == "b" and value not in (0, 1):
             raise TypeError(f"{what}={value!r} is not a bool")
         if dtype.kind in "iu":
             info = np.iinfo(dtype)
             if not info.min <= value <= info.max:
                 raise TypeError(f"{what}={value!r} does not fit in {dtype}")
-    elif isinstance(value, (float, np.floating)):
-        if dtype.kind != "f" and not (np.isfinite(value) and float(value).is_integer()):
-            raise TypeError(f"{what}={value!r} is not a value of integer dtype {dtype}")
-    else:
-        raise TypeError(
-            f"{what} must be a real number or bool of dtype {dtype}, "
-            f"got {type(value).__name__}"
-        )
-    return dtype.type(value)
+        return dtype.type(value)
+    raise TypeError(
+        f"{what} must be a real number or bool of dtype {dtype}, "
+        f"got {type(value).__name__}"
+    )
 
 
 def as_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:

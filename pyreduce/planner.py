@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from .spec import KernelSpec
+from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
 __all__ = ["DeviceInfo", "Plan", "Tuning", "make_plan"]
 
@@ -39,6 +39,31 @@ class Tuning:
     items_per_thread: int | None = None
     warp_size: int | None = None
     max_blocks: int | None = None
+
+    def __post_init__(self):
+        from .variants import VARIANTS
+
+        if self.variant != "auto" and self.variant not in VARIANTS:
+            raise ValueError(
+                f"unknown variant {self.variant!r}; known: auto, {', '.join(VARIANTS)}"
+            )
+        for field, label, allowed in _TUNABLE:
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{label} ({field}=) must be an int or None, got {value!r}")
+            if value < 1 or (allowed and value not in allowed):
+                need = f"one of {allowed}" if allowed else "at least 1"
+                raise ValueError(f"{label} ({field}={value}) must be {need}")
+
+
+_TUNABLE = (
+    ("block_size", "block size", BLOCK_SIZES),
+    ("items_per_thread", "items per thread", ITEMS_PER_THREAD),
+    ("warp_size", "warp size", WARP_SIZES),
+    ("max_blocks", "max_blocks", None),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +138,15 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials) -
     from .variants import VARIANTS
 
     name = DEFAULT_VARIANT if tuning.variant == "auto" else tuning.variant
-    if name not in VARIANTS:
-        raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
     variant = VARIANTS[name]
-    warp = tuning.warp_size or device.warp
-    block = tuning.block_size or max(device.default_block, warp)
+    warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
+    block = tuning.block_size
+    block = max(device.default_block, warp) if block is None else int(block)
 
     def items_for(dtype):
-        return tuning.items_per_thread or variant.default_items or default_items(dtype)
+        if tuning.items_per_thread is not None:
+            return int(tuning.items_per_thread)
+        return variant.default_items or default_items(dtype)
 
     for dtype in {in_dtype, acc_dtype}:
         if items_for(dtype) % variant.items_multiple:
@@ -131,11 +157,10 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials) -
     spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items_for(in_dtype))
     tiles = -(-n // spec.tile)
     if variant.layout == "multi_pass":
-        grid = tiles
-        if tuning.max_blocks:
-            grid = min(grid, tuning.max_blocks)
+        grid = tiles if tuning.max_blocks is None else min(tiles, int(tuning.max_blocks))
     else:
-        grid = min(tiles, tuning.max_blocks or device.max_grid(block))
+        limit = device.max_grid(block) if tuning.max_blocks is None else int(tuning.max_blocks)
+        grid = min(tiles, limit)
     chunk = -(-tiles // grid) * spec.tile
     grid = -(-n // chunk)  # no block without elements
     finish = None

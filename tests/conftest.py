@@ -24,3 +24,41 @@ def backend(request):
     if request.param not in backends.available():
         pytest.skip(f"backend {request.param} not available in this process")
     return request.param
+
+
+# --------------------------------------------------------------------------
+# Hypothesis profiles and shared fixtures for the API/semantics test files.
+#
+# Profiles (HYPOTHESIS_PROFILE): "ci", the default (no deadline, since a simulated
+# launch runs one Python thread per CUDA thread; bounded example counts), "thorough"
+# (10 times the examples of every property test) and "dev" (a fifth of them). The
+# tests set their counts with ``settings(max_examples=examples(n))``; ``examples``
+# scales ``n`` by the profile's factor, or by PYREDUCE_EXAMPLES_SCALE when set.
+
+import os as _os
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        # the ``backend`` fixture only returns a name: sharing it between
+        # examples is harmless
+        HealthCheck.function_scoped_fixture,
+    ],
+    print_blob=True,
+)
+settings.register_profile("ci", max_examples=25, **_COMMON)
+settings.register_profile("dev", max_examples=5, **_COMMON)
+settings.register_profile("thorough", max_examples=200, **_COMMON)
+settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(params=["cuda", "sim"])
+def gpu_backend(request):
+    """The backends that run the generated kernels (``variant=`` applies)."""
+    if request.param not in backends.available():
+        pytest.skip(f"backend {request.param} not available in this process")
+    return request.param

@@ -2,11 +2,13 @@
 
 ========  =================================================================
 ``cuda``  numba-cuda on an NVIDIA GPU
+``hip``   numba-hip on an AMD GPU (``pyreduce[rocm]``; untested on hardware)
 ``sim``   the same generated kernels in Numba's CUDA simulator (tests; needs
           ``NUMBA_ENABLE_CUDASIM=1`` before Numba is imported)
 ``cpu``   Numba ``njit`` folds on the host's cores
 ``auto``  the input's device if it lives on one, else ``cuda`` when a GPU is
-          present, else ``cpu`` (with a one-time notice)
+          present, else ``hip`` when an AMD GPU is, else ``cpu`` (with a
+          one-time notice)
 ========  =================================================================
 """
 
@@ -18,7 +20,7 @@ import warnings
 
 __all__ = ["get", "available", "BACKENDS", "BackendNotice"]
 
-BACKENDS = ("auto", "cuda", "sim", "cpu")
+BACKENDS = ("auto", "cuda", "hip", "sim", "cpu")
 
 
 class BackendNotice(UserWarning):
@@ -46,11 +48,40 @@ def _numba_cuda_mode() -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
+def _hip_present() -> bool:
+    """True if numba-hip is installed and finds an AMD GPU, decided once."""
+    try:
+        from numba import hip
+
+        return bool(hip.is_available())
+    except Exception:  # not installed (ImportError), no ROCm, no device
+        return False
+
+
+_instances: dict = {}
+_create_lock = threading.Lock()
+
+
 def _instance(name: str):
+    """One backend object per name, created once even when threads race to it."""
+    found = _instances.get(name)
+    if found is None:
+        with _create_lock:
+            found = _instances.get(name)
+            if found is None:
+                found = _instances[name] = _create(name)
+    return found
+
+
+def _create(name: str):
     if name == "cpu":
         from .cpu import CpuBackend
 
         return CpuBackend()
+    if name == "hip":
+        from .hip import HipBackend
+
+        return HipBackend()
     from .numba_cuda import CudaBackend, SimBackend
 
     return SimBackend() if name == "sim" else CudaBackend()
@@ -59,7 +90,7 @@ def _instance(name: str):
 def available() -> tuple[str, ...]:
     """The backends this process can use, best first."""
     mode = _numba_cuda_mode()
-    return ((mode,) if mode else ()) + ("cpu",)
+    return ((mode,) if mode else ()) + (("hip",) if _hip_present() else ()) + ("cpu",)
 
 
 _noticed = False
@@ -88,6 +119,8 @@ def get(name: str, on_device: bool = False):
             name = mode
         elif mode == "cuda":
             name = "cuda"
+        elif _hip_present():
+            name = "hip"
         else:
             name = "cpu"
             with _lock:
@@ -105,4 +138,7 @@ def get(name: str, on_device: bool = False):
             "before importing numba)",
         }[mode]
         raise RuntimeError(f"backend {name!r} is not available: {why}")
+    elif name == "hip" and not _hip_present():
+        raise RuntimeError("backend 'hip' is not available: numba-hip (pyreduce[rocm]) "
+                           "is not installed or finds no AMD GPU")
     return _instance(name)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
+from .opcheck import check_op, njit_op
 
 __all__ = ["CpuBackend"]
 
@@ -110,12 +111,6 @@ class CpuBackend:
                 )
             return self._pool
 
-    def op(self, monoid):
-        """The operator compiled with ``njit``, shared by every fold that calls it."""
-        from numba import njit
-
-        return KERNELS.get(("cpu", "op", monoid.key), lambda: njit(monoid.fn))
-
     def fold(self, monoid):
         """The compiled ``fold(x, lo, hi)`` for ``monoid``."""
         from numba import njit
@@ -129,37 +124,17 @@ class CpuBackend:
                 name = f"pyreduce_cpu_streams_{dt}_s{STREAMS}"
                 source = fold_source(name, STREAMS)
             namespace = {
-                "njit": njit, "np": np, "op": self.op(monoid), "acc_t": monoid.dtype.type,
+                "njit": njit, "np": np, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
             }
             compile_module(source, f"<pyreduce {name}>", namespace)
             return namespace[name]
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
-    def check_op(self, monoid):
-        """Compile ``op(acc, acc)`` once per op and dtype, so that an op Numba cannot
-        compile is a TypeError before any kernel uses it."""
-        from numba import typeof
-        from numba.core.errors import NumbaError
-
-        def build():
-            fn = self.op(monoid)
-            t = typeof(monoid.dtype.type(0))
-            try:
-                fn.compile((t, t))
-            except NumbaError as exc:
-                raise TypeError(
-                    f"op {monoid.name!r} could not be compiled by Numba for "
-                    f"{monoid.dtype}: {str(exc).strip().splitlines()[0]}"
-                ) from exc
-            return True
-
-        KERNELS.get(("cpu", "check", monoid.cache_key), build)
-
     def reduce(self, host: np.ndarray, monoid, initial=None):
         # njit folds read any stride; only N-D needs flattening (a view when it can)
         x = host if host.ndim == 1 else np.ravel(host, order="C")
-        self.check_op(monoid)
+        check_op(monoid)
         fold = self.fold(monoid)
         n = x.size
         parts = min(self.threads, n // PARALLEL_MIN)

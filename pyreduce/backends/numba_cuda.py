@@ -22,6 +22,7 @@ from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from ..variants import generate
 from .dialect import CUDA, SIM
+from .opcheck import check_op
 from .fastpath import (
     DeviceView, FastKernel, flatten_args, read_scalar, signature, signature_key, view_of,
     write_scalar,
@@ -94,6 +95,7 @@ class NumbaCudaBackend:
 
     def _device_op(self, monoid):
         """The operator as the kernels call it; one compiled function per op code."""
+        check_op(monoid)
         return KERNELS.get(
             (self.name, "op", monoid.key),
             lambda: self.cuda.jit(device=True)(monoid.fn),
@@ -188,7 +190,19 @@ class SimBackend(NumbaCudaBackend):
             yield
 
     def _device_op(self, monoid):
-        return monoid.fn  # the simulator calls Python functions as they are
+        """The op as a Python function, called on NumPy scalars. Compiled code
+        computes small integers in 64 bits (Numba widens int8 + int8 to int64) and
+        casts the result back; NumPy scalars would wrap at every step instead, so
+        integer and bool arguments are widened first, as Numba does."""
+        check_op(monoid)
+        if monoid.dtype.kind not in "biu" or monoid.dtype.itemsize == 8:
+            return monoid.fn
+        fn, wide = monoid.fn, np.uint64 if monoid.dtype.kind == "u" else np.int64
+
+        def widened(a, b):
+            return fn(wide(a), wide(b))
+
+        return widened
 
     def as_device_array(self, x):
         if not hasattr(x, "_ary"):

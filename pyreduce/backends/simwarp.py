@@ -654,6 +654,15 @@ class _ThreadMixin:
             try:
                 if manager._failure is None:
                     super().run()  # BlockThread.run: an exception goes to .exception
+            except BaseException as exc:
+                # BlockThread.run rebuilds the kernel's exception as type(e)(msg),
+                # which itself fails for exceptions that take no message (NumPy's
+                # _UFuncNoLoopError): keep the original rather than lose the block
+                self.exception = (
+                    RuntimeError(f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}: "
+                                 f"{type(exc).__name__}: {exc}"),
+                    exc.__traceback__,
+                )
             finally:
                 if errstate is not None:
                     np.seterr(**errstate)
@@ -883,10 +892,18 @@ def install() -> None:
     Raises RuntimeError if the simulator is not active, or if the numba-cuda
     version or the simulator internals this relies on are not as expected.
     """
-    global _kernel, _Thread, _installed
     kernel = _simulator_kernel_module()
-    if is_installed():
-        return
+    with _install_lock:  # two threads' first launches must not both patch
+        if is_installed():
+            return
+        _install(kernel)
+
+
+_install_lock = threading.Lock()
+
+
+def _install(kernel) -> None:
+    global _kernel, _Thread, _installed
     _check_version()
     _check_internals(kernel)
     module_cls = type("WarpFakeCUDAModule", (_ModuleMixin, kernel.FakeCUDAModule), {})

@@ -1,0 +1,53 @@
+"""Compile-checking a user's operator before any kernel uses it.
+
+Every backend calls :func:`check_op` on first use of an op: it compiles
+``acc_t(op(a, b))`` with Numba's ``njit`` for two accumulator values, so an op Numba
+cannot compile, or whose result cannot be cast to the accumulator (a tuple, a
+string), is a TypeError naming the op and the dtype, raised before a kernel is
+generated or launched. The check runs once per op code and dtype.
+"""
+
+from __future__ import annotations
+
+from ..cache import KERNELS
+
+__all__ = ["check_op", "njit_op"]
+
+
+def njit_op(monoid):
+    """The operator compiled with ``njit``, shared by everything that calls it."""
+    from numba import njit
+
+    return KERNELS.get(("cpu", "op", monoid.key), lambda: njit(monoid.fn))
+
+
+def check_op(monoid) -> None:
+    def build():
+        from numba import njit, typeof
+        from numba.core import types
+        from numba.core.errors import NumbaError
+
+        op, acc_t = njit_op(monoid), monoid.dtype.type
+
+        def combine(a, b):
+            return acc_t(op(a, b))
+
+        t = typeof(monoid.dtype.type(0))
+        why = None
+        try:
+            compiled = njit(combine)
+            compiled.compile((t, t))
+            returned = compiled.nopython_signatures[0].return_type
+            if not isinstance(returned, (types.Number, types.Boolean)):
+                # np.float64((a, b)) types as an array, not as an error
+                why = f"it returns {returned}, not a scalar"
+        except NumbaError as exc:
+            why = str(exc).strip().splitlines()[0]
+        if why:
+            raise TypeError(
+                f"op {monoid.name!r} could not be compiled by Numba for {monoid.dtype} "
+                f"(it must take and return values castable to {monoid.dtype}): {why}"
+            )
+        return True
+
+    KERNELS.get(("check", monoid.cache_key), build)

@@ -1,0 +1,435 @@
+"""Errors: every misuse is a TypeError or ValueError (RuntimeError for a backend
+this process does not have) whose message names the problem, raised before any
+work is done, and the caller's array is never touched."""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import pyreduce
+from pyreduce import backends
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def backend_names():
+    return [b for b in ("cuda", "sim", "cpu") if b in backends.available()]
+
+
+def raises_untouched(exc, match, x, *args, **kwargs):
+    """``pyreduce.reduce(x, *args, **kwargs)`` raises ``exc`` matching ``match``
+    and leaves ``x`` as it was."""
+    before = np.array(x, copy=True)
+    with pytest.raises(exc, match=match):
+        pyreduce.reduce(x, *args, **kwargs)
+    assert np.array_equal(np.asarray(x), before, equal_nan=before.dtype.kind == "f")
+
+
+# --------------------------------------------------------------------------
+# Operators
+
+
+@pytest.mark.parametrize("op", [None, 5, 3.5, object(), [1, 2], (max,)],
+                         ids=["None", "int", "float", "object", "list", "tuple"])
+def test_non_callable_op(backend, op):
+    x = np.arange(10.0)
+    raises_untouched(TypeError, "callable|op", x, op, backend=backend)
+
+
+@pytest.mark.parametrize("name", ["sum", "plus", "", "maximum", "ADD"])
+def test_unknown_op_name(backend, name):
+    raises_untouched(ValueError, f"unknown op name {name!r}", np.arange(10.0), name,
+                     backend=backend)
+
+
+@pytest.mark.parametrize("ufunc", [np.subtract, np.divide, np.power, np.arctan2,
+                                   np.fmax, np.true_divide, np.hypot])
+def test_ufuncs_that_are_not_reduction_ops(backend, ufunc):
+    raises_untouched(TypeError, f"ufunc {ufunc.__name__!r}", np.arange(1.0, 10.0), ufunc,
+                     backend=backend)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [lambda a: a, lambda a, b, c: a, lambda *a: a[0], lambda a, b, c=1: a + b,
+     lambda: 0],
+    ids=["one", "three", "varargs", "default", "none"],
+)
+def test_op_with_wrong_arity(backend, op):
+    raises_untouched(TypeError, "two arguments", np.arange(10.0), op, backend=backend)
+
+
+@pytest.mark.parametrize("op", [operator.sub, pow, abs, (1).__add__, np.add.reduce,
+                                type("Callable", (), {"__call__": lambda s, a, b: a})()],
+                         ids=["operator.sub", "pow", "abs", "bound", "ufunc.reduce",
+                              "instance"])
+def test_callables_that_are_not_functions(backend, op):
+    raises_untouched(TypeError, "not a Python function|not a supported", np.arange(10.0),
+                     op, backend=backend)
+
+
+def test_partial_is_refused(backend):
+    import functools
+
+    op = functools.partial(lambda a, b: a + b)
+    raises_untouched(TypeError, "not a Python function", np.arange(10.0), op,
+                     backend=backend)
+
+
+@pytest.mark.parametrize("op", [operator.and_, operator.or_, operator.xor, "and",
+                                np.bitwise_xor])
+def test_bitwise_ops_on_floats(backend, op):
+    raises_untouched(TypeError, "not defined for dtype float", np.arange(10.0), op,
+                     backend=backend)
+    with pytest.raises(TypeError, match="not defined for dtype float"):
+        pyreduce.reduce(np.arange(10), op, dtype=np.float32, backend=backend)
+
+
+def test_uncompilable_op_on_cpu():
+    x = np.arange(10.0)
+    raises_untouched(TypeError, "could not be compiled", x, lambda a, b: a + "x",
+                     backend="cpu")
+    raises_untouched(TypeError, "could not be compiled", x,
+                     lambda a, b: os.getcwd(), backend="cpu")
+    # the backend still works afterwards
+    assert pyreduce.sum(x, backend="cpu") == 45.0
+
+
+def test_op_returning_a_tuple_on_cpu():
+    """BUG: an op Numba compiles but whose result is not a scalar (a tuple)
+    fails in the generated fold with Numba's TypingError, not a TypeError."""
+    x = np.arange(10.0)
+    raises_untouched(TypeError, "op", x, lambda a, b: (a, b), backend="cpu")
+
+
+# An op that Numba cannot compile must be a TypeError on the simulator too, and
+# the simulator must still work afterwards. Run in a fresh interpreter with a
+# time limit: a failed simulated launch has been seen to leave the simulator
+# hanging on the next launch.
+_SIM_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    import warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, pyreduce
+    ops = {
+        "str": lambda a, b: a + "x",
+        "unsupported_call": lambda a, b: os.getcwd(),
+        "tuple": lambda a, b: (a, b),
+    }
+    x = np.arange(int(sys.argv[2]), dtype=np.float64)
+    before = x.copy()
+    out = {}
+    try:
+        pyreduce.reduce(x, ops[sys.argv[1]], backend="sim")
+        out["raised"] = None
+    except Exception as exc:
+        out["raised"] = type(exc).__name__
+        out["is_type_error"] = isinstance(exc, TypeError)
+        out["message"] = str(exc)[:500]
+    out["untouched"] = bool(np.array_equal(x, before))
+    sys.stdout.write(json.dumps(out) + "\\n"); sys.stdout.flush()
+    out["after"] = float(pyreduce.sum(np.arange(100.0), backend="sim"))
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("op,n", [("str", 5), ("unsupported_call", 5),
+                                  ("unsupported_call", 300), ("tuple", 300)])
+def test_uncompilable_op_on_sim(op, n):
+    """Regression (pyreduce/backends/numba_cuda.py: the simulator calls the op as plain
+    Python and never type-checks it): ``a + "x"`` surfaces as a WarpSimError (a
+    thread died mid-shuffle) and the next simulated launch hangs; an unsupported
+    call or a tuple result surface as ValueError/WarpSimError from inside the
+    kernel. Expected: TypeError naming the op, as on the CPU backend."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=REPO)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _SIM_SCRIPT, op, str(n)],
+            capture_output=True, text=True, timeout=20, env=env, cwd=REPO,
+        )
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout or b""
+        out = out.decode() if isinstance(out, bytes) else out
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        first = json.loads(lines[0]) if lines else {}
+        pytest.fail(f"the simulator hung after a failed op; first call: {first}")
+    assert lines, proc.stderr[-2000:]
+    result = json.loads(lines[-1])
+    assert result["untouched"]
+    assert result["raised"] is not None, "an uncompilable op gave a result"
+    assert result["is_type_error"], result
+    assert "op" in result["message"] and "compile" in result["message"], result
+    assert result.get("after") == 4950.0, "the simulator no longer works after the error"
+
+
+# --------------------------------------------------------------------------
+# Dtypes and inputs
+
+
+@pytest.mark.parametrize(
+    "x",
+    [np.array([1, 2], dtype=object), np.array([1 + 2j, 3j]), np.array(["a", "b"]),
+     np.array([b"a"]), np.ones(3, np.float16), np.array([1, 2], dtype="datetime64[s]"),
+     np.array([1, 2], dtype="timedelta64[s]"), np.ones(3, np.longdouble),
+     np.zeros(2, dtype=[("a", np.int32)])],
+    ids=["object", "complex", "str", "bytes", "float16", "datetime", "timedelta",
+         "longdouble", "struct"],
+)
+def test_unsupported_dtypes(backend, x):
+    raises_untouched(TypeError, "dtype .* not supported|not supported", x, "add",
+                     backend=backend)
+    with pytest.raises(TypeError, match="not supported"):
+        pyreduce.sum(x, backend=backend)
+    with pytest.raises(TypeError, match="not supported"):
+        pyreduce.reduce(x, lambda a, b: a, backend=backend)
+
+
+@pytest.mark.parametrize("dt", [complex, object, np.float16, "U3", "foo"])
+def test_unsupported_accumulator_dtype(backend, dt):
+    raises_untouched(TypeError, "dtype", np.arange(10.0), "add", dtype=dt, backend=backend)
+
+
+def test_unsupported_device_dtype():
+    if "sim" not in backends.available():
+        pytest.skip("needs the simulator")
+    from numba import cuda
+
+    d = cuda.to_device(np.ones(4, np.complex128))
+    with pytest.raises(TypeError, match="complex128 is not supported"):
+        pyreduce.sum(d, backend="sim")
+
+
+@pytest.mark.parametrize(
+    "x", [[1, 2, 3], (1.0, 2.0), 3, 2.5, True, 1 + 1j, None, "abc", b"ab", {"a": 1},
+          object(), range(4)],
+    ids=["list", "tuple", "int", "float", "bool", "complex", "None", "str", "bytes",
+         "dict", "object", "range"],
+)
+def test_non_array_inputs(backend, x):
+    with pytest.raises(TypeError, match="expected an array"):
+        pyreduce.reduce(x, "add", backend=backend)
+    with pytest.raises(TypeError, match="expected an array"):
+        pyreduce.sum(x, backend=backend)
+
+
+# --------------------------------------------------------------------------
+# identity= and initial=
+
+
+BAD_VALUES = [
+    # (input dtype, value, what the message must say)
+    (np.float64, "1", "str"),
+    (np.float64, 1j, "complex"),
+    (np.float64, np.array(1.0), "ndarray"),
+    (np.float64, [1.0], "list"),
+    (np.int64, 1.5, "1.5"),
+    (np.int64, float("nan"), "nan"),
+    (np.int64, float("inf"), "inf"),
+    (np.int8, 300, "does not fit"),
+    (np.int8, -129, "does not fit"),
+    (np.uint8, -1, "does not fit"),
+    (np.uint64, 2**64, "does not fit"),
+    (np.int64, 2**63, "does not fit"),
+    (np.bool_, 2, "bool"),
+    (np.uint8, np.int64(256), "does not fit"),
+]
+
+
+@pytest.mark.parametrize("dt,value,msg", BAD_VALUES,
+                         ids=[f"{np.dtype(d).name}-{v!r}" for d, v, _ in BAD_VALUES])
+@pytest.mark.parametrize("which", ["identity", "initial"])
+def test_bad_identity_and_initial(backend, dt, value, msg, which):
+    for n in (0, 5):
+        x = np.ones(n, dt)
+        raises_untouched(TypeError, f"{which}.*{msg}|{msg}.*{which}|{which}={msg}", x,
+                         lambda a, b: a, backend=backend, **{which: value})
+
+
+FLOATS_OUT_OF_RANGE = [
+    (np.int64, 1e20),
+    (np.int64, 2.0**63),
+    (np.uint8, -1.0),
+    (np.uint8, 256.0),
+    (np.bool_, 2.0),
+    (np.float32, 1e300),
+]
+
+
+@pytest.mark.parametrize("dt,value", FLOATS_OUT_OF_RANGE,
+                         ids=[f"{np.dtype(d).name}-{v!r}" for d, v in FLOATS_OUT_OF_RANGE])
+def test_float_values_out_of_range(dt, value):
+    """Regression (pyreduce/ops.py cast_value, float branch): a float that does not fit
+    the accumulator is an OverflowError from NumPy (1e20 for int64, -1.0 or
+    256.0 for uint8), or is silently changed (2.0 becomes True for bool, 1e300
+    becomes inf in float32), where the semantics promise a TypeError."""
+    for backend in backend_names():
+        for which in ("identity", "initial"):
+            for n in (0, 5):
+                raises_untouched(TypeError, f"{which}.*(fit|bool)", np.ones(n, dt),
+                                 lambda a, b: a, backend=backend, **{which: value})
+
+
+def test_good_identity_and_initial_values_are_cast(backend):
+    x = np.zeros(0, np.int8)
+    assert pyreduce.reduce(x, "add", identity=2.0, backend=backend) == np.int8(2)
+    assert pyreduce.reduce(x, "add", initial=np.uint64(7), backend=backend) == np.int8(7)
+    assert pyreduce.reduce(x, "add", initial=True, backend=backend) == np.int8(1)
+    assert pyreduce.reduce(np.zeros(0, bool), "or", identity=1, backend=backend) == np.True_
+
+
+# --------------------------------------------------------------------------
+# Backend, variant and tuning arguments
+
+
+@pytest.mark.parametrize("name", ["gpu", "CPU", "", None, "numba", 0])
+def test_unknown_backend(name):
+    for n in (0, 10):
+        raises_untouched(ValueError, "unknown backend", np.arange(float(n)), "add",
+                         backend=name)
+
+
+def test_backend_not_in_this_process():
+    missing = [b for b in ("cuda", "sim") if b not in backends.available()]
+    for name in missing:
+        with pytest.raises(RuntimeError, match=f"backend {name!r} is not available"):
+            pyreduce.sum(np.arange(10.0), backend=name)
+
+
+@pytest.mark.parametrize("variant", ["bogus", "", None, "Warp_Shuffle", 1])
+def test_unknown_variant(gpu_backend, variant):
+    raises_untouched(ValueError, "variant", np.arange(1000.0), "add", backend=gpu_backend,
+                     variant=variant)
+
+
+BAD_TUNING = [
+    ("variant", "bogus", "variant"),
+    ("block_size", 48, "block size"),
+    ("block_size", 2048, "block size"),
+    ("block_size", -64, "block size"),
+    ("block_size", "64", "block size"),
+    ("items_per_thread", 3, "items per thread"),
+    ("items_per_thread", 32, "items per thread"),
+    ("warp_size", 16, "warp size"),
+    ("warp_size", 128, "warp size"),
+]
+# found by these tests
+BAD_TUNING_UNCHECKED = [
+    ("block_size", 0, "block size"),
+    ("block_size", 64.0, "block size"),
+    ("items_per_thread", 0, "items per thread"),
+    ("items_per_thread", 2.0, "items per thread"),
+    ("warp_size", 0, "warp size"),
+    ("warp_size", 32.0, "warp size"),
+    ("max_blocks", 0, "max_blocks"),
+    ("max_blocks", -1, "max_blocks"),
+    ("max_blocks", 1.5, "max_blocks"),
+]
+
+
+@pytest.mark.parametrize("arg,value,msg", BAD_TUNING,
+                         ids=[f"{a}={v!r}" for a, v, _ in BAD_TUNING])
+def test_bad_tuning_values(gpu_backend, arg, value, msg):
+    raises_untouched((ValueError, TypeError), msg, np.arange(1000.0), "add",
+                     backend=gpu_backend, **{arg: value})
+
+
+@pytest.mark.parametrize("arg,value,msg", BAD_TUNING_UNCHECKED,
+                         ids=[f"{a}={v!r}" for a, v, _ in BAD_TUNING_UNCHECKED])
+def test_bad_tuning_values_unchecked(gpu_backend, arg, value, msg):
+    """Regression (pyreduce/planner.py make_plan): 0 is taken as "not given"
+    (``tuning.x or default``), a negative max_blocks returns a wrong result
+    (0.0 for a sum of 0..999) and floats pass the range check (64.0 == 64)
+    and fail later with unrelated messages ("slice indices must be
+    integers"), or not at all. Expected: ValueError/TypeError naming the
+    argument, raised before any launch."""
+    raises_untouched((ValueError, TypeError), msg, np.arange(1000.0), "add",
+                     backend=gpu_backend, **{arg: value})
+
+
+def test_tuning_checked_for_empty_input():
+    """Regression (pyreduce/api.py _run): an empty input returns before the plan is
+    made, so any variant name or tuning value is accepted."""
+    for backend in backend_names():
+        for arg, value, msg in BAD_TUNING:
+            raises_untouched((ValueError, TypeError), msg, np.zeros(0), "add",
+                             backend=backend, **{arg: value})
+
+
+def test_tuning_checked_on_cpu():
+    """Regression (pyreduce/api.py _run): the cpu backend never looks at variant= and the
+    tuning arguments, so a misspelt variant or an impossible block size is
+    silently ignored."""
+    for n in (0, 1, 1000):
+        for arg, value, msg in BAD_TUNING:
+            raises_untouched((ValueError, TypeError), msg, np.arange(float(n)), "add",
+                             backend="cpu", **{arg: value})
+
+
+def test_block_not_a_multiple_of_warp():
+    if "sim" not in backends.available():
+        pytest.skip("warp 64 exists only in the simulator")
+    raises_untouched(ValueError, "multiple of warp size", np.arange(100.0), "add",
+                     backend="sim", warp_size=64, block_size=32)
+
+
+@pytest.mark.gpu
+def test_warp_64_refused_on_a_gpu():
+    raises_untouched(ValueError, "warp size 64", np.arange(100.0), "add", backend="cuda",
+                     warp_size=64)
+
+
+def test_device_result_on_cpu_refused():
+    raises_untouched(ValueError, "device_result", np.arange(10.0), "add", backend="cpu",
+                     device_result=True)
+
+
+def test_simulator_device_array_on_cpu_backend():
+    """Regression (pyreduce/api.py _to_host): a simulator device array reduced with
+    backend="cpu" fails with AttributeError (numba.cuda.as_cuda_array does not
+    exist in the simulator) instead of copying it to the host."""
+    if "sim" not in backends.available():
+        pytest.skip("needs the simulator")
+    from numba import cuda
+
+    d = cuda.to_device(np.arange(10, dtype=np.int32))
+    assert pyreduce.sum(d, backend="cpu") == 45
+
+
+def test_reduce_class_errors(backend):
+    R = pyreduce.Reduce(lambda a, b: a + b)
+    with pytest.raises(TypeError, match="1D"):
+        R(np.ones((2, 2)), backend=backend)
+    with pytest.raises(TypeError, match="1D"):
+        R([1, 2, 3], backend=backend)
+    with pytest.raises(TypeError, match="two arguments"):
+        pyreduce.Reduce(lambda a: a)(np.ones(3), backend=backend)
+    with pytest.raises(TypeError):
+        pyreduce.Reduce(None)(np.ones(3), backend=backend)
+    if backend == "cpu":
+        with pytest.raises(ValueError, match="device_result|GPU"):
+            R(np.ones(3), res=np.zeros(1), backend="cpu")
+
+
+def test_errors_leave_no_state_behind(backend):
+    """After each kind of error, the same call with good arguments works."""
+    x = np.arange(1, 301, dtype=np.int32)
+    for bad in ({"op": None}, {"op": np.subtract}, {"identity": "a"},
+                {"dtype": complex}, {"op": lambda a: a}):
+        args = {"op": "add", **bad}
+        op = args.pop("op")
+        with pytest.raises((TypeError, ValueError)):
+            pyreduce.reduce(x, op, backend=backend, **args)
+        assert pyreduce.reduce(x, "add", backend=backend) == 45150

@@ -1,0 +1,232 @@
+"""Tests that need a real CUDA GPU (run with ``NUMBA_ENABLE_CUDASIM=0``): large
+sizes, CuPy / PyTorch / Numba device inputs and views, and inputs of more than
+2**32 elements (``slow``)."""
+
+from __future__ import annotations
+
+import functools
+import gc
+
+import numpy as np
+import pytest
+
+import pyreduce
+
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+VARIANTS = list(pyreduce.variants)
+
+
+def last_nonzero(a, b):
+    return b if b != 0 else a
+
+
+def first_nonzero(a, b):
+    return a if a != 0 else b
+
+
+P = 1000003
+
+
+def affine(u, v):
+    ua, ub = u // 1000003, u % 1000003
+    va, vb = v // 1000003, v % 1000003
+    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
+
+
+def cuda_module():
+    from numba import cuda
+
+    return cuda
+
+
+# --------------------------------------------------------------------------
+# Large sizes
+
+
+@pytest.mark.parametrize("n", [2**20 + 1, 2**24])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_large_sizes(variant, n):
+    rng = np.random.default_rng(n)
+    x = np.arange(n, dtype=np.float64)
+    assert pyreduce.sum(x, backend="cuda", variant=variant) == n * (n - 1) // 2
+    i8 = rng.integers(-128, 128, n, dtype=np.int8)
+    assert pyreduce.sum(i8, backend="cuda", variant=variant) == i8.sum(dtype=np.int64)
+    sparse = np.zeros(n, np.int32)
+    idx = np.sort(rng.choice(n, 50, replace=False))
+    sparse[idx] = rng.integers(1, 10**6, 50)
+    assert pyreduce.reduce(sparse, last_nonzero, backend="cuda", variant=variant) == \
+        sparse[idx[-1]]
+    assert pyreduce.reduce(sparse, first_nonzero, backend="cuda", variant=variant) == \
+        sparse[idx[0]]
+    f = rng.standard_normal(n).astype(np.float32)
+    assert pyreduce.max(f, backend="cuda", variant=variant) == f.max()
+    f[n - 2] = np.nan
+    assert np.isnan(pyreduce.min(f, backend="cuda", variant=variant))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("tuning", [
+    dict(block_size=1024, items_per_thread=16),
+    dict(block_size=32, items_per_thread=1),
+    dict(block_size=256, items_per_thread=4, max_blocks=10**6),
+    dict(block_size=512, items_per_thread=2, max_blocks=1),
+])
+def test_large_non_commutative(variant, tuning):
+    multiple = pyreduce.variants[variant].items_multiple
+    tuning = dict(tuning, items_per_thread=-(-tuning["items_per_thread"] // multiple) * multiple)
+    n = 2**20 + 12345
+    rng = np.random.default_rng(1)
+    x = (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
+    want = functools.reduce(affine, x.tolist())
+    got = pyreduce.reduce(x, affine, backend="cuda", variant=variant, **tuning)
+    assert int(got) == want
+
+
+# --------------------------------------------------------------------------
+# Numba device arrays
+
+
+def test_numba_device_arrays_and_views():
+    cuda = cuda_module()
+    host = np.arange(3 * 1000 * 7, dtype=np.float64).reshape(3, 1000, 7)
+    d = cuda.to_device(host)
+    views = {
+        "c": (d, host),
+        "strided": (d[:, ::3, 1::2], host[:, ::3, 1::2]),
+        "reversed": (d.reshape(host.size)[::-1], host.ravel()[::-1]),
+        "transposed": (d.reshape(3000, 7).T, host.reshape(3000, 7).T),
+        "fortran": (cuda.to_device(np.asfortranarray(host[0])), host[0]),
+    }
+    for name, (dv, hv) in views.items():
+        assert pyreduce.reduce(dv, lambda a, b: b, backend="cuda") == \
+            hv.ravel(order="C")[-1], name
+        assert pyreduce.reduce(dv, lambda a, b: a, backend="cuda") == \
+            hv.ravel(order="C")[0], name
+        assert pyreduce.sum(dv, backend="cuda") == hv.sum(), name
+    assert np.array_equal(d.copy_to_host(), host)
+    # auto picks the device of a device input
+    assert pyreduce.sum(d) == host.sum()
+    out = pyreduce.max(d, device_result=True)
+    assert cuda.is_cuda_array(out) and out.copy_to_host()[0] == host.max()
+
+
+# --------------------------------------------------------------------------
+# CuPy
+
+
+def test_cupy_inputs():
+    cp = pytest.importorskip("cupy")
+    x = cp.arange(10**6 + 3, dtype=cp.float32)
+    before = x.copy()
+    assert pyreduce.sum(x, backend="cuda", dtype=np.float64) == float(cp.sum(x, dtype=cp.float64))
+    assert pyreduce.reduce(x, last_nonzero, backend="cuda") == float(x[-1])
+    assert pyreduce.reduce(x[::3], lambda a, b: b) == float(x[::3][-1])
+    assert pyreduce.reduce(x[::-1], lambda a, b: b) == 0.0
+    assert pyreduce.reduce(x[::-7], lambda a, b: a) == float(x[-1])
+    m = cp.arange(1000 * 37, dtype=cp.int64).reshape(1000, 37)
+    t = m.T
+    assert pyreduce.reduce(t, lambda a, b: b) == int(t.ravel()[-1])
+    assert pyreduce.reduce(t, lambda a, b: a) == int(t.ravel()[0])
+    assert pyreduce.sum(t) == int(m.sum())
+    assert pyreduce.reduce(m[::2, 5:30:3], lambda a, b: b) == int(m[::2, 5:30:3].ravel()[-1])
+    assert bool(cp.all(x == before))
+    assert pyreduce.sum(cp.zeros(0, cp.int32)) == 0
+    b = cp.asarray(np.random.default_rng(0).random(5000) < 0.5)
+    assert pyreduce.sum(b) == int(b.sum())
+    assert pyreduce.reduce(b, np.logical_or) == bool(b.any())
+
+
+# --------------------------------------------------------------------------
+# PyTorch
+
+
+def test_torch_inputs():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    x = torch.arange(10**6 + 5, dtype=torch.float64, device="cuda")
+    assert pyreduce.sum(x) == float(x.sum())
+    assert pyreduce.reduce(x, lambda a, b: b) == float(x[-1])
+    assert pyreduce.reduce(x[::4], lambda a, b: b) == float(x[::4][-1])
+    m = torch.arange(300 * 41, dtype=torch.int32, device="cuda").reshape(300, 41)
+    assert pyreduce.reduce(m.t(), lambda a, b: b) == int(m.t().reshape(-1)[-1])
+    assert pyreduce.sum(m.t()) == int(m.sum())
+    h = torch.arange(100, dtype=torch.int16)  # a host tensor
+    assert pyreduce.sum(h) == 4950
+
+
+# --------------------------------------------------------------------------
+# More than 2**32 elements
+
+
+@pytest.fixture
+def free_gpu_memory():
+    yield
+    gc.collect()
+    try:
+        cuda_module().current_context().memory_manager.deallocations.clear()
+    except AttributeError:  # an external memory manager: nothing pending here
+        pass
+
+
+def _fill_int8_pattern(n):
+    """A device int8 array with x[i] = i % 200 - 100, filled on the device."""
+    cuda = cuda_module()
+
+    @cuda.jit
+    def fill(x, n):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, n, stride):
+            x[i] = (i % 200) - 100
+
+    x = cuda.device_array(n, dtype=np.int8)
+    fill[4096, 256](x, n)
+    cuda.synchronize()
+    return x
+
+
+@pytest.mark.slow
+def test_sum_of_more_than_2_pow_32_int8(free_gpu_memory):
+    n = 2**32 + 12345
+    x = _fill_int8_pattern(n)
+    q, r = divmod(n, 200)
+    want = q * sum(k - 100 for k in range(200)) + sum(k - 100 for k in range(r))
+    # plant values past index 2**32 and at the very end
+    hi = 2**32 + 7
+    want += (-128 - ((hi % 200) - 100)) + (127 - (((n - 1) % 200) - 100))
+    x[hi] = -128
+    x[n - 1] = 127
+    got = pyreduce.sum(x, backend="cuda")
+    assert got.dtype == np.int64 and int(got) == want
+    for variant in VARIANTS:
+        assert int(pyreduce.sum(x, backend="cuda", variant=variant)) == want
+    assert pyreduce.reduce(x, lambda a, b: b, backend="cuda") == 127
+    del x
+
+
+@pytest.mark.slow
+def test_max_of_more_than_2_pow_31_float32(free_gpu_memory):
+    cuda = cuda_module()
+    n = 2**31 + 1000
+
+    @cuda.jit
+    def fill(x, n):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, n, stride):
+            x[i] = np.float32(i % 1000) * np.float32(0.001)
+
+    x = cuda.device_array(n, dtype=np.float32)
+    fill[4096, 256](x, n)
+    cuda.synchronize()
+    x[n - 3] = 5.0
+    for variant in VARIANTS:
+        assert pyreduce.max(x, backend="cuda", variant=variant) == np.float32(5.0)
+    x[n - 3] = 0.5
+    x[2**31 + 17] = 7.0
+    assert pyreduce.max(x, backend="cuda") == np.float32(7.0)
+    x[n - 1] = np.nan
+    assert np.isnan(pyreduce.max(x, backend="cuda"))
+    del x

@@ -1,0 +1,476 @@
+"""The generated kernels and the plan: every variant at every warp, block, tile
+and grid edge with a non-commutative operator, the shuffle carriers of every
+dtype, float sums within their rounding bound, determinism, planner invariants,
+the generated source, the variant registry and ``pyreduce.explain``."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyreduce
+from pyreduce import backends
+from pyreduce.planner import DeviceInfo, Tuning, default_items, make_plan
+from pyreduce.spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
+
+# example counts: PYREDUCE_EXAMPLES_SCALE times those below (see tests/conftest.py)
+_PROFILE_SCALE = {"thorough": "10", "dev": "0.2"}.get(os.environ.get("HYPOTHESIS_PROFILE"), "1")
+SCALE = float(os.environ.get("PYREDUCE_EXAMPLES_SCALE", _PROFILE_SCALE))
+
+
+def examples(n: int) -> int:
+    return max(1, int(n * SCALE))
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+VARIANTS = list(pyreduce.variants)
+P = 1000003
+
+
+def affine(u, v):
+    """Compose x -> ua*x+ub, then x -> va*x+vb (mod P); packed as a*P + b."""
+    ua, ub = u // 1000003, u % 1000003
+    va, vb = v // 1000003, v % 1000003
+    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
+
+
+def affine_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
+
+
+def last_nonzero(a, b):
+    return b if b != 0 else a
+
+
+# --------------------------------------------------------------------------
+# Every edge of every variant, with an operator that notices any reordering
+
+# (warp, block, items, max_blocks)
+SIM_CONFIGS = [(32, 32, 1, 1), (32, 64, 2, 2), (64, 64, 4, 3), (32, 128, 1, 4),
+               (64, 128, 2, 2)]
+GPU_CONFIGS = [(32, 32, 1, 1), (32, 64, 2, 2), (32, 256, 4, 3), (32, 1024, 1, 4),
+               (32, 512, 16, 2), (32, 128, 8, 64), (32, 256, 2, None)]
+
+
+def edge_sizes(w, b, i, g):
+    tile = b * i
+    g = g or 2
+    return sorted({1, 2, w - 1, w + 1, w * i - 1, w * i + 1, b - 1, b + 1, tile - 1,
+                   tile, tile + 1, g * tile - 1, g * tile + 1, 2 * g * tile + w * i + 3})
+
+
+def configs(backend):
+    return SIM_CONFIGS if backend == "sim" else GPU_CONFIGS
+
+
+def fit_items(variant, items):
+    """``items`` rounded up to what the variant accepts."""
+    m = pyreduce.variants[variant].items_multiple
+    return -(-items // m) * m
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_edge_keeps_order(gpu_backend, variant):
+    for w, b, i, g in configs(gpu_backend):
+        i = fit_items(variant, i)
+        tuning = dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
+        for n in edge_sizes(w, b, i, g):
+            x = affine_data(n, seed=n)
+            want = functools.reduce(affine, x.tolist())
+            got = pyreduce.reduce(x, affine, backend=gpu_backend, variant=variant, **tuning)
+            assert int(got) == want, (tuning, n)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_edge_with_initial_and_device_input(gpu_backend, variant):
+    from numba import cuda
+
+    for w, b, i, g in configs(gpu_backend)[::2]:
+        i = fit_items(variant, i)
+        tuning = dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
+        for n in edge_sizes(w, b, i, g)[::3]:
+            x = affine_data(n, seed=n + 1)
+            init = int(affine_data(1, seed=n + 2)[0])
+            want = functools.reduce(affine, x.tolist(), init)
+            d = cuda.to_device(x)
+            got = pyreduce.reduce(d, affine, initial=init, backend=gpu_backend,
+                                  variant=variant, **tuning)
+            assert int(got) == want, (tuning, n)
+            assert np.array_equal(d.copy_to_host(), x)
+
+
+@pytest.mark.parametrize("n", [1, 100, 1000, 9999, 100003])
+def test_cpu_streams_keep_order(n):
+    """The CPU fold cuts a range into 8 contiguous streams (16 lanes for the
+    built-ins); every stream boundary must keep order."""
+    for k in range(-2, 3):
+        m = max(1, n + k)
+        x = affine_data(m, seed=m)
+        assert int(pyreduce.reduce(x, affine, backend="cpu")) == functools.reduce(
+            affine, x.tolist())
+
+
+# --------------------------------------------------------------------------
+# Shuffle carriers: narrow ints ride in int32, 64-bit ints in int64
+
+
+# one variant per way values travel: shuffles (warp family, shuffle tail), shared
+# memory only (tree), the single-pass finish, the doubled shared array
+CARRIER_VARIANTS = [v for v in ("warp_shuffle", "shuffle_tail", "last_block",
+                                "double_shared") if v in pyreduce.variants]
+
+
+@pytest.mark.parametrize("dt", [np.bool_, np.int8, np.int16, np.int32, np.int64,
+                                np.uint8, np.uint16, np.uint32, np.uint64,
+                                np.float32, np.float64], ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("variant", CARRIER_VARIANTS)
+def test_carriers_preserve_every_bit(gpu_backend, variant, dt):
+    dt = np.dtype(dt)
+    rng = np.random.default_rng(11)
+    n = 400
+    if dt.kind == "f":
+        x = (rng.standard_normal(n) * 1e30).astype(dt)
+        x[[3, n // 2, n - 3]] = [np.inf, -0.0, np.finfo(dt).tiny]
+    elif dt.kind == "b":
+        x = rng.random(n) < 0.5
+    else:
+        info = np.iinfo(dt)
+        x = rng.integers(info.min, info.max, n, endpoint=True, dtype=dt)
+        x[[1, n // 2, n - 1]] = [info.max, info.min, info.max]
+    tuning = dict(block_size=64 if gpu_backend == "sim" else 128,
+                  items_per_thread=fit_items(variant, 1), max_blocks=3)
+    # last: exactly the last element; first-max: position-sensitive among equal keys
+    got = pyreduce.reduce(x, lambda a, b: b, backend=gpu_backend, variant=variant, **tuning)
+    assert got.tobytes() == x[-1].tobytes()
+    got = pyreduce.reduce(x, lambda a, b: a, backend=gpu_backend, variant=variant, **tuning)
+    assert got.tobytes() == x[0].tobytes()
+    got = pyreduce.reduce(x, "max", backend=gpu_backend, variant=variant, **tuning)
+    assert got == x.max()
+    got = pyreduce.reduce(x, "min", backend=gpu_backend, variant=variant, **tuning)
+    assert got == x.min()
+    if dt.kind in "iu":
+        got = pyreduce.reduce(x, "xor", backend=gpu_backend, variant=variant, **tuning)
+        assert got == np.bitwise_xor.reduce(x)
+        got = pyreduce.reduce(x, "add", backend=gpu_backend, variant=variant, **tuning)
+        assert got == np.add.reduce(x, dtype=dt)
+
+
+# --------------------------------------------------------------------------
+# Float sums: within the rounding bound, and deterministic
+
+
+def sum_bound(x, acc):
+    eps = np.finfo(acc).eps
+    return len(x) * eps * float(np.abs(x.astype(np.float64)).sum()) + 1e-300
+
+
+@settings(max_examples=examples(20))
+@given(n=st.integers(1, 1500), seed=st.integers(0, 2**32 - 1),
+       dt=st.sampled_from([np.float32, np.float64]), variant=st.sampled_from(VARIANTS),
+       user=st.booleans())
+def test_random_float_sums_within_bound(backend, n, seed, dt, variant, user):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4)).astype(dt)
+    exact = math.fsum(x.astype(np.float64).tolist())
+    op = (lambda a, b: a + b) if user else "add"
+    extra = {} if backend == "cpu" else {"variant": variant}
+    if backend == "sim":
+        extra.update(block_size=64, max_blocks=3)
+    got = pyreduce.reduce(x, op, backend=backend, **extra)
+    assert got.dtype == dt
+    assert abs(float(got) - exact) <= sum_bound(x, dt)
+    # no atomics: the same call gives the same bits
+    again = pyreduce.reduce(x, op, backend=backend, **extra)
+    assert got.tobytes() == again.tobytes()
+
+
+# --------------------------------------------------------------------------
+# Scratch buffers are reused between calls: nothing stale may leak in
+
+
+def test_scratch_reuse_between_sizes(gpu_backend):
+    tuning = dict(block_size=32, items_per_thread=1, max_blocks=4)
+    for n in (1000, 3, 129, 40, 1, 500, 2):
+        x = affine_data(n, seed=n)
+        for init in (None, 77 * P + 5):
+            want = functools.reduce(affine, x.tolist(), *(() if init is None else (init,)))
+            got = pyreduce.reduce(x, affine, initial=init, backend=gpu_backend, **tuning)
+            assert int(got) == want, (n, init)
+
+
+# --------------------------------------------------------------------------
+# The planner
+
+
+H100 = DeviceInfo("H100", ("cuda", 0, (9, 0)), 132, 2048, 32, 32)
+SIMDEV = DeviceInfo("CUDA simulator", ("sim",), 2, 64, 1, 32, 64)
+
+
+@settings(max_examples=examples(400))
+@given(
+    n=st.one_of(st.integers(1, 10**6), st.integers(1, 2**40)),
+    dt=st.sampled_from([np.bool_, np.int8, np.int32, np.float64]),
+    variant=st.sampled_from(VARIANTS),
+    warp=st.sampled_from([None, 32, 64]),
+    block=st.sampled_from([None, *BLOCK_SIZES]),
+    items=st.sampled_from([None, *ITEMS_PER_THREAD]),
+    max_blocks=st.sampled_from([None, 1, 2, 3, 1000, 10**6]),
+    extra=st.sampled_from([0, 1]),
+    device=st.sampled_from([H100, SIMDEV]),
+)
+def test_plan_invariants(n, dt, variant, warp, block, items, max_blocks, extra, device):
+    dt = np.dtype(dt)
+    v = pyreduce.variants[variant]
+    w = warp or device.warp
+    tuning = Tuning(variant, block, items, warp, max_blocks)
+    want_items = items or v.default_items or default_items(dt)
+    if block is not None and block % w:
+        with pytest.raises(ValueError, match="multiple of warp"):
+            make_plan(n, dt, dt, "k", device, tuning, extra)
+        return
+    if want_items % v.items_multiple:
+        with pytest.raises(ValueError, match="multiple"):
+            make_plan(n, dt, dt, "k", device, tuning, extra)
+        return
+    plan = make_plan(n, dt, dt, "k", device, tuning, extra)
+    spec = plan.spec
+    assert plan.layout == v.layout and spec.variant == variant
+    assert spec.warp == w
+    assert spec.block == (block or max(device.default_block, w))
+    assert spec.items == want_items
+    assert plan.chunk % spec.tile == 0
+    assert plan.grid >= 1
+    assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk  # no empty block
+    if v.layout == "multi_pass":
+        tiles = -(-n // spec.tile)
+        if not max_blocks or tiles <= max_blocks:
+            assert plan.chunk == spec.tile and plan.grid == tiles  # one tile per block
+        else:
+            assert plan.grid <= max_blocks
+    else:
+        assert plan.grid <= (max_blocks or device.max_grid(spec.block))
+    assert plan.head == extra
+    if v.layout == "single_pass":
+        assert plan.finish is None and plan.passes == 1
+    else:
+        assert (plan.finish is not None) == (plan.grid > 1 or extra > 0)
+        if plan.finish is None:
+            assert plan.passes == 1
+        elif v.layout == "two_pass":
+            assert plan.passes == 2
+        else:
+            # one pass per level of the partials' tree
+            count, passes = plan.grid + extra, 1
+            while count > 1 or passes == 1:
+                count = -(-count // plan.finish.tile)
+                passes += 1
+            assert plan.passes == passes
+    if plan.finish is not None:
+        assert plan.finish.in_dtype == plan.finish.acc_dtype == dt
+        assert plan.finish.block == spec.block and plan.finish.warp == spec.warp
+    # the same call shape gives the same plan
+    assert make_plan(n, dt, dt, "k", device, tuning, extra) == plan
+
+
+def test_kernel_spec_validation():
+    ok = KernelSpec("warp_shuffle", np.float32, np.float32, "k", 64, 32, 2)
+    assert (ok.warps, ok.tile, ok.label) == (2, 128, "warp_shuffle f4 b64 w32 i2")
+    mixed = KernelSpec("shared_tree", np.int8, np.int64, "k", 128, 64, 4)
+    assert mixed.label == "shared_tree i1->i8 b128 w64 i4"
+    for kwargs, msg in [
+        (dict(block=100), "block size"), (dict(warp=16), "warp size"),
+        (dict(items=3), "items per thread"), (dict(block=32, warp=64), "multiple"),
+        (dict(variant="nope"), "unknown variant"),
+    ]:
+        args = dict(variant="warp_shuffle", in_dtype=np.float32, acc_dtype=np.float32,
+                    op_key="k", block=64, warp=32, items=2)
+        args.update(kwargs)
+        with pytest.raises(ValueError, match=msg):
+            KernelSpec(**args)
+
+
+# --------------------------------------------------------------------------
+# The generated source
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_source_is_valid_python_with_literals(variant):
+    from pyreduce.backends.dialect import CUDA, SIM
+    from pyreduce.variants import generate
+
+    v = pyreduce.variants[variant]
+    for warp in WARP_SIZES:
+        for block in BLOCK_SIZES:
+            if block % warp:
+                continue
+            for items in ITEMS_PER_THREAD:
+                if items % v.items_multiple:
+                    continue
+                spec = KernelSpec(variant, np.int8, np.int64, ("builtin", "add"),
+                                  block, warp, items)
+                name, source = generate(spec, CUDA)
+                assert name == f"pyreduce_{variant}_i1_i8_b{block}_w{warp}_i{items}"
+                assert "${" not in source
+                compile(source, f"<{spec.label}>", "exec")  # valid Python
+                assert f"def {name}(x, n, chunk, out" in source
+                assert f"@gpu.jit(launch_bounds={block})" in source
+                sim_source = generate(spec, SIM)[1]
+                assert "launch_bounds" not in sim_source
+                assert "@gpu.jit" in sim_source
+                # the shared array is sized by literals
+                assert "gpu.shared.array(" in source
+                if v.factory.__name__.endswith("warp_shuffle"):
+                    assert f"tid % {warp}" in source
+                    assert f"gpu.shared.array({block // warp}, acc_t)" in source
+                    if warp // 2 >= 1:
+                        assert f"carry_t(v), {warp // 2}))" in source  # widest shuffle
+                    assert f"carry_t(v), {warp}))" not in source
+                else:
+                    slots = block * v.options.shared_factor
+                    assert f"gpu.shared.array({slots}, acc_t)" in source
+                # a thread's items are unrolled with literal offsets
+                run = items // v.items_multiple
+                if run > 1:
+                    assert f"[i + {run - 1}]" in source
+                assert f"x[i + {items}]" not in source
+
+
+def test_variant_source():
+    for name in pyreduce.variants:
+        src = pyreduce.variant_source(name, "float32", block_size=64)
+        assert "gpu.shared.array(" in src and f"pyreduce_{name}_f4_f4_b64" in src
+    assert "tid % (2 * s) == 0" in pyreduce.variant_source("naive", "int32", block_size=64)
+    with pytest.raises(ValueError, match="unknown variant"):
+        pyreduce.variant_source("bogus")
+
+
+def test_variant_registry():
+    from pyreduce.variants import LAYOUTS
+
+    assert set(pyreduce.variants) >= {"shared_tree", "warp_shuffle"}
+    steps = sorted(v.step for v in pyreduce.variants.values() if v.step is not None)
+    assert steps == list(range(1, len(steps) + 1))  # the tutorial's sequence, no gaps
+    for name, v in pyreduce.variants.items():
+        assert v.name == name and callable(v.build) and v.description
+        assert v.layout in LAYOUTS
+        assert v.default_items is None or v.default_items in ITEMS_PER_THREAD
+        assert v.default_items is None or v.default_items % v.items_multiple == 0
+        assert not v.commutative_only  # none reorders (docs/semantics.md)
+
+
+def test_reordering_variant_refuses_user_ops(monkeypatch):
+    """A variant that declares ``commutative_only`` is refused for user ops (they
+    are never reordered) and used for the built-ins."""
+    if "sim" not in backends.available() and "cuda" not in backends.available():
+        pytest.skip("needs a device backend")
+    import dataclasses
+
+    from pyreduce.variants import VARIANTS
+
+    be = "sim" if "sim" in backends.available() else "cuda"
+    monkeypatch.setitem(VARIANTS, "reordering", dataclasses.replace(
+        VARIANTS["warp_shuffle"], name="reordering", step=None, commutative_only=True))
+    x = np.arange(1, 200, dtype=np.int64)
+    with pytest.raises(ValueError, match="commutative"):
+        pyreduce.reduce(x, last_nonzero, backend=be, variant="reordering")
+    assert pyreduce.reduce(x, "add", backend=be, variant="reordering") == x.sum()
+
+
+# --------------------------------------------------------------------------
+# explain
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_explain_on_device_backends(gpu_backend, variant):
+    warp = 64 if gpu_backend == "sim" else 32
+    v = pyreduce.variants[variant]
+    x = np.arange(3000, dtype=np.float32)
+    tuning = dict(variant=variant, block_size=128, warp_size=warp, items_per_thread=4,
+                  max_blocks=3)
+    e = pyreduce.explain(x, "add", backend=gpu_backend, **tuning)
+    assert e.backend == gpu_backend
+    assert e.result == pyreduce.reduce(x, "add", backend=gpu_backend, **tuning)
+    assert e.result == x.sum(dtype=np.float64)
+    plan = e.plan
+    assert plan.spec.variant == variant and plan.layout == v.layout
+    assert (plan.spec.block, plan.spec.warp, plan.spec.items) == (128, warp, 4)
+    assert plan.grid == 3 and plan.n == 3000 and plan.chunk == 1024
+    first = e.kernels[0]
+    assert first.spec == plan.spec
+    assert first.name == f"pyreduce_{variant}_f4_f4_b128_w{warp}_i4"
+    if v.layout == "single_pass":
+        assert plan.passes == 1 and len(e.kernels) == 1
+    else:
+        assert plan.passes == 2 and len(e.kernels) == 2
+        assert e.kernels[1].spec == plan.finish
+    for k in e.kernels:
+        assert f"def {k.name}(x, n, chunk, out" in k.source
+        assert "gpu.shared.array(" in k.source
+        if v.factory.__name__.endswith("warp_shuffle"):
+            assert f"tid % {warp}" in k.source
+    text = str(e)
+    assert f"backend: {gpu_backend}" in text
+    assert plan.spec.label in text and "grid 3 x 128 threads" in text
+    assert first.source.strip() in text
+    assert repr(e.result) in text
+    if gpu_backend == "sim":
+        assert e.device == "CUDA simulator"
+        for k in e.kernels:
+            assert "not known" in e.resources[k.name]
+        assert "not known on the sim backend" in text
+    else:
+        for k in e.kernels:
+            r = e.resources[k.name]
+            assert r["registers"] > 0 and r["shared_bytes"] > 0
+            assert 0 < r["occupancy"] <= 1 and r["blocks_per_sm"] >= 1
+
+
+def test_explain_single_pass_and_initial(gpu_backend):
+    x = np.arange(10, dtype=np.int64)
+    e = pyreduce.explain(x, last_nonzero, backend=gpu_backend)
+    assert e.plan.passes == 1 and len(e.kernels) == 1 and e.result == 9
+    e = pyreduce.explain(x, last_nonzero, backend=gpu_backend, initial=3)
+    assert e.plan.passes == 2 and len(e.kernels) == 2 and e.result == 9
+    e = pyreduce.explain(np.zeros(10, np.int64), last_nonzero, backend=gpu_backend,
+                         initial=3)
+    assert e.result == 3
+
+
+def test_explain_device_input(gpu_backend):
+    from numba import cuda
+
+    d = cuda.to_device(np.arange(12.0).reshape(3, 4).T)
+    e = pyreduce.explain(d, lambda a, b: b, backend=gpu_backend)
+    assert e.result == 11.0 and e.plan.n == 12
+
+
+def test_explain_on_cpu_and_empty():
+    e = pyreduce.explain(np.arange(100.0), "max", backend="cpu")
+    assert e.backend == "cpu" and e.device == "host CPU"
+    assert e.result == 99.0 and e.plan is None and e.kernels == []
+    assert "backend: cpu" in str(e) and "99.0" in str(e)
+    for be in backends.available():
+        e = pyreduce.explain(np.zeros(0), "add", backend=be)
+        assert e.result == 0.0 and e.plan is None
+    with pytest.raises(ValueError, match="empty"):
+        pyreduce.explain(np.zeros(0), "max", backend="cpu")
+
+
+def test_same_spec_different_sizes_build_nothing_new(gpu_backend):
+    tuning = dict(block_size=64, items_per_thread=2, max_blocks=4)
+    x = affine_data(2000)
+    pyreduce.reduce(x, affine, backend=gpu_backend, **tuning)
+    pyreduce.reduce(x[:3], affine, backend=gpu_backend, initial=1, **tuning)
+    builds = pyreduce.cache_info().builds
+    for n in (1, 7, 128, 129, 600, 2000):
+        assert int(pyreduce.reduce(x[:n], affine, backend=gpu_backend, **tuning)) == \
+            functools.reduce(affine, x[:n].tolist())
+    assert pyreduce.cache_info().builds == builds
