@@ -11,6 +11,12 @@ on what the op allows:
 
 Large inputs are split into one contiguous chunk per core, folded in parallel
 (``nogil``) and combined in chunk order.
+
+The built-in ops themselves go to NumPy's own reductions (``np.add.reduce`` and
+friends, with the accumulator as ``dtype``): they have the semantics decided in
+:mod:`pyreduce.ops` (NaN propagates through ``np.maximum``, integers wrap in the
+accumulator) and SIMD loops with NaN handling that Numba does not generate for
+``a if a > b or a != a else b``. The generated folds serve every other op.
 """
 
 from __future__ import annotations
@@ -95,6 +101,14 @@ def fold_source(name: str, streams: int) -> str:
     )
 
 
+#: Built-in op name -> the NumPy ufunc with the same semantics.
+UFUNCS = {
+    "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "logical_and": np.logical_and, "logical_or": np.logical_or,
+}
+
+
 class CpuBackend:
     name = "cpu"
 
@@ -132,6 +146,14 @@ class CpuBackend:
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
     def reduce(self, host: np.ndarray, monoid, initial=None):
+        ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
+        if ufunc is not None:
+            with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
+                result = ufunc.reduce(host, axis=None, dtype=monoid.dtype)
+            if initial is not None:
+                with np.errstate(all="ignore"):
+                    result = ufunc(monoid.dtype.type(initial), result, dtype=monoid.dtype)
+            return monoid.dtype.type(result)
         # njit folds read any stride; only N-D needs flattening (a view when it can)
         x = host if host.ndim == 1 else np.ravel(host, order="C")
         check_op(monoid)
