@@ -236,7 +236,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--size", type=int, default=None,
                    help=f"elements per array (default {DEFAULT_SIZE:,}; "
                         f"{SIM_SIZE:,} on the simulator)")
-    d.add_argument("--backend", default="auto", choices=("auto", "cuda", "sim", "cpu"),
+    d.add_argument("--backend", default="auto", choices=("auto", "cuda", "hip", "sim", "cpu"),
                    help="auto: the GPU if one is present, else the CPU")
     d.add_argument("--repeat", type=int, default=3,
                    help="timed calls after the first (the best is shown; default 3)")

@@ -46,14 +46,16 @@ def reduce(
         initial: a value combined once, on the left, like ``functools.reduce``'s.
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
             the logical ops). Input values are cast to it as they are loaded.
-        backend: ``"auto"``, ``"cuda"``, ``"sim"`` or ``"cpu"``.
+        backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce[rocm]``; compiled
+            for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
         device_result: return a 1-element device array instead of a NumPy scalar
             (GPU backends).
         stream: a Numba CUDA stream to launch on.
         variant: a name from ``pyreduce.variants`` (default: the planner's choice).
         block_size: threads per block (``None``: the planner's choice).
         items_per_thread: elements each thread folds per step.
-        warp_size: 32, or 64 in the simulator (AMD wavefronts).
+        warp_size: 32, or 64 in the simulator (AMD wavefronts); on ``hip`` the
+            device's wavefront size.
         max_blocks: an upper bound on the first pass's grid. These five tune the
             GPU kernels (``cuda``, ``sim``); the ``cpu`` backend ignores them.
 

@@ -2,15 +2,16 @@
 
 Kernel factories never write ``cuda.`` or ``hip.`` themselves: they ask a
 :class:`Dialect` for the text of a thread index, a barrier, a shared array or a
-shuffle, so one factory serves CUDA, the CUDA simulator and (later) HIP. Every
-method returns a Python expression or statement as a string.
+shuffle, so one factory serves CUDA, the CUDA simulator and HIP (numba-hip, AMD
+GPUs: :class:`HipDialect`). Every method returns a Python expression or statement
+as a string.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Dialect", "CUDA", "SIM"]
+__all__ = ["Dialect", "HipDialect", "CUDA", "SIM", "HIP"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,3 +78,66 @@ class Dialect:
 CUDA = Dialect("cuda")
 #: The same source in Numba's CUDA simulator, less the launch bounds.
 SIM = Dialect("sim", launch_bounds=False)
+
+
+
+@dataclasses.dataclass(frozen=True)
+class HipDialect(Dialect):
+    """numba-hip (``from numba import hip``) for AMD GPUs.
+
+    numba-hip follows numba.cuda's kernel API (``jit``, ``threadIdx``,
+    ``shared.array``, ``syncthreads``, ``threadfence``, ``atomic.add``) but its
+    wavefront intrinsics are HIP's: ``shfl_down(value, delta, width)`` and
+    ``shfl(value, src_lane, width)``, no masks, no ``*_sync`` names, no
+    ``syncwarp``. The wavefront size (64 on gfx9/CDNA, 32 on gfx10+/RDNA) is the
+    spec's ``warp``, a literal in the source: ``hip.warpsize`` is only known at
+    run time inside a kernel. Nothing generated in this dialect has run on AMD
+    hardware; it has been compiled to AMDGCN (``tests/amdgcn``, ``docs/rocm.md``).
+    """
+
+    #: numba-hip's ``jit`` takes no launch bounds (and no ``max_registers``): the
+    #: compiler budgets registers for its default of up to 1024 threads per block.
+    launch_bounds: bool = False
+
+    def full_mask(self, warp: int) -> str:
+        raise NotImplementedError("HIP shuffles take no lane mask")
+
+    def syncwarp(self, warp: int) -> str:
+        # The lanes of a wavefront execute in lockstep: one instruction stream with
+        # an execution mask, no independent thread scheduling, so they need no
+        # meeting point. What the tail still needs is a *memory* fence: without
+        # one the compiler may move the next step's shared-memory loads above this
+        # step's stores (different addresses in one thread's view), which lockstep
+        # execution would then expose; pre-Volta CUDA code used ``volatile`` for
+        # the same reason. A workgroup-scope fence is that ordering point (LLVM
+        # keeps loads and stores on their side of it; on AMDGCN it costs an
+        # ``s_waitcnt lgkmcnt(0)``), and unlike ``syncthreads`` it is legal inside
+        # ``if tid < warp``. HIP's own ``__syncwarp`` (ROCm >= 6.2) is a
+        # wavefront-scope fence around ``wave_barrier``; numba-hip 0.2.1 has none.
+        return "gpu.threadfence_block()"
+
+    def shfl_down(self, value: str, delta: str, warp: int) -> str:
+        """HIP's ``__shfl_down``: lanes past the width keep their own value."""
+        return f"acc_t(gpu.shfl_down(carry_t({value}), {delta}, {warp}))"
+
+    def shfl_idx(self, value: str, src: str, warp: int) -> str:
+        return f"acc_t(gpu.shfl(carry_t({value}), {src}, {warp}))"
+
+    def atomic_inc(self, array: str) -> str:
+        """Add one to ``array[0]``, return the old value, then an agent-scope acquire.
+
+        numba-hip 0.2.1 has no atomics on array elements: its ``hip.atomic.add`` is
+        HIP's ``atomicAdd(T*, T)`` with the pointer turned into a stack out-argument
+        (its lowering notes "TODO: Support atomics for arrays types"). So HIP code
+        calls ``atomic_inc``, an intrinsic the HIP backend puts in the namespace
+        (:func:`pyreduce.backends.hip.kernel_namespace`): ``atomicrmw add``
+        followed by ``fence syncscope("agent") acquire``. The fence makes the block
+        that draws the last ticket see the partials the other blocks released with
+        ``threadfence`` before drawing theirs; on CDNA3 (several L2 caches) it
+        invalidates this block's caches, where CUDA needs nothing.
+        """
+        return f"atomic_inc({array})"
+
+
+#: numba-hip on an AMD GPU; the wavefront size comes from the spec (64 or 32).
+HIP = HipDialect("hip")

@@ -1,0 +1,234 @@
+"""The ``hip`` backend: the generated kernels on AMD GPUs through numba-hip.
+
+.. warning::
+   Untested on hardware. No AMD GPU was available while this was written: the
+   kernels this backend generates have been *compiled* to AMDGCN for gfx942
+   (wave64) and gfx1100 (wave32) and their ISA checked (``tests/amdgcn``,
+   ``docs/rocm.md``), and the same kernels' wave64/wave32 logic runs in the CUDA
+   simulator in the test suite; this module's launch and memory code has never
+   run.
+
+Install with ``pip install pyreduce[rocm]`` (numba-hip, which needs ROCm on the
+machine and cannot share an environment with numba-cuda). Importing this module
+needs neither: numba-hip is imported when a :class:`HipBackend` is made, and
+nothing here imports ``numba.cuda``.
+
+The kernels come from the same factories as CUDA's, in the
+:data:`~pyreduce.backends.dialect.HIP` dialect, with the device's wavefront size
+(64 on gfx9: MI100/MI200/MI300; 32 on gfx10 and later: Radeon RDNA) baked in as
+literals. Arrays are numba-hip device arrays; launches go through numba-hip's
+dispatcher (``kernel[grid, block, stream](...)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+
+from ..cache import KERNELS
+from ..codegen import Kernel, compile_module
+from ..flatten import gather_source
+from ..planner import DeviceInfo
+from ..spec import KernelSpec
+from ..variants import generate
+from .dialect import HIP
+# numba_cuda.py imports no Numba at module level; these two are plain Python
+from .numba_cuda import ScratchPool, carrier
+
+__all__ = ["HipBackend", "kernel_namespace", "wavefront_size", "atomic_inc"]
+
+
+def wavefront_size(arch: str) -> int:
+    """The wavefront size HIP compiles for ``arch`` by default: 64 on gfx9 (GCN
+    and CDNA: gfx906, gfx908, gfx90a, gfx942, gfx950), 32 on gfx10 and later
+    (RDNA: gfx1030, gfx1100, gfx1200, ...).
+
+    >>> [wavefront_size(a) for a in ("gfx942", "gfx90a:sramecc+:xnack-", "gfx1100")]
+    [64, 64, 32]
+    """
+    name = arch.split(":")[0]
+    if not name.startswith("gfx") or len(name) < 6:
+        raise ValueError(f"not an AMD GPU architecture: {arch!r}")
+    return 64 if len(name) == 6 and name[3] in "6789" else 32
+
+
+def kernel_namespace(gpu, spec: KernelSpec, op) -> dict:
+    """The names a generated kernel module uses (``pyreduce.codegen``), for numba-hip:
+    ``gpu`` is ``numba.hip`` and ``op`` the operator as a numba-hip device function."""
+    return {
+        "gpu": gpu,
+        "op": op,
+        "acc_t": spec.acc_dtype.type,
+        # numba-hip's shuffles take int32/uint32/int64/uint64/float32/float64,
+        # like numba.cuda's: the same carriers serve
+        "carry_t": carrier(spec.acc_dtype),
+        "i32": np.int32,
+        # the single-pass ticket (HipDialect.atomic_inc)
+        "atomic_inc": atomic_inc(),
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def atomic_inc():
+    """``atomic_inc(a)``: add one to ``a[0]`` (an integer array) atomically, return
+    the old value, then ``fence syncscope("agent") acquire``.
+
+    A Numba intrinsic, because numba-hip 0.2.1 offers no atomics on array
+    elements (see :meth:`pyreduce.backends.dialect.HipDialect.atomic_inc`). The
+    ``atomicrmw`` is monotonic (relaxed, like CUDA's ``atomicAdd``): the release
+    is the ``threadfence`` the kernel issues before it.
+    """
+    from numba.core import cgutils, types
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def atomic_inc(typingctx, array):
+        if not (isinstance(array, types.Array) and isinstance(array.dtype, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            aryty = sig.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = cgutils.get_item_pointer(
+                context, builder, aryty, ary, [context.get_constant(types.intp, 0)]
+            )
+            old = builder.atomic_rmw(
+                "add", ptr, context.get_constant(aryty.dtype, 1), "monotonic"
+            )
+            builder.fence("acquire", "agent")
+            return old
+
+        return array.dtype(array), codegen
+
+    return atomic_inc
+
+
+class HipBackend:
+    """numba-hip on an AMD GPU (untested on hardware: see the module docstring)."""
+
+    name = "hip"
+    dialect = HIP
+
+    def __init__(self):
+        from numba import hip
+
+        self.hip = hip
+        self.scratch = ScratchPool(self._allocate)
+        # single-pass tickets: zeroed once, and the kernel's last block resets them
+        self.counters = ScratchPool(self._allocate_zeros)
+
+    def _allocate(self, n, dtype):
+        return self.hip.device_array(n, dtype=dtype)
+
+    def _allocate_zeros(self, n, dtype):
+        return self.hip.to_device(np.zeros(n, dtype=dtype))
+
+    # --- the device
+
+    def device(self, warp: int | None = None) -> DeviceInfo:
+        dev = self.hip.get_current_device()
+        return self._gpu_info(dev.id)
+
+    @functools.lru_cache(maxsize=None)
+    def _gpu_info(self, device_id) -> DeviceInfo:
+        dev = self.hip.get_current_device()
+        arch = dev.amdgpu_arch
+
+        def attribute(attr, default):
+            try:
+                return int(getattr(dev, attr))
+            except Exception:  # an attribute HIP's CUDA-named enum lacks
+                return default
+
+        wave = attribute("WARP_SIZE", 0) or wavefront_size(arch)
+        return DeviceInfo(
+            name=dev.name,
+            key=("hip", int(device_id), arch.split(":")[0]),
+            sm_count=attribute("MULTIPROCESSOR_COUNT", 1),
+            max_threads_per_sm=attribute("MAX_THREADS_PER_MULTIPROCESSOR", 2048),
+            max_blocks_per_sm=attribute("MAX_BLOCKS_PER_MULTIPROCESSOR", 32),
+            warp=wave,
+        )
+
+    def launch_context(self, warp: int):
+        wave = self.device().warp
+        if warp != wave:
+            raise ValueError(f"warp size {warp} is not this GPU's wavefront size ({wave})")
+        return contextlib.nullcontext()
+
+    # --- kernels
+
+    def _device_op(self, monoid):
+        """The operator as the kernels call it; one compiled function per op code."""
+        from .opcheck import check_op  # an op Numba cannot compile: TypeError, early
+
+        check_op(monoid)
+        return KERNELS.get(
+            (self.name, "op", monoid.key),
+            lambda: self.hip.jit(device=True)(monoid.fn),
+        )
+
+    def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
+        def build():
+            name, source = generate(spec, self.dialect)
+            namespace = kernel_namespace(self.hip, spec, self._device_op(monoid))
+            filename = f"<pyreduce {spec.label} hip>"
+            compile_module(source, filename, namespace)
+            return Kernel(spec, name, source, filename, namespace[name])
+
+        return KERNELS.get((self.name, device.key, spec), build)
+
+    def gather_kernel(self, ndim: int):
+        def build():
+            name, source = gather_source(ndim, self.dialect)
+            namespace = compile_module(source, f"<pyreduce gather {ndim}d hip>", {"gpu": self.hip})
+            return namespace[name]
+
+        return KERNELS.get((self.name, "gather", ndim), build)
+
+    def launch(self, kernel, grid, block, stream, args):
+        kernel.launcher(grid, block, stream)(*args)
+
+    # --- memory, on numba-hip device arrays
+
+    def as_device_array(self, x):
+        """A numba-hip array for ``x``: itself, or a view through
+        ``__cuda_array_interface__`` (which ROCm builds of PyTorch and CuPy export)."""
+        if type(x).__module__.startswith("numba.hip"):
+            return x
+        return self.hip.as_cuda_array(x)
+
+    def flat_view(self, arr, stream):
+        """A 1-D array in the C order of ``arr``: a view, or a gathered copy."""
+        if arr.ndim == 1:
+            return arr
+        if arr.ndim == 0 or arr.is_c_contiguous():
+            return arr.reshape(arr.size)
+        flat = self.hip.device_array(arr.size, dtype=arr.dtype, stream=stream)
+        block = 256
+        grid = min(-(-arr.size // block), 1024)
+        self.gather_kernel(arr.ndim)[grid, block, stream](arr, flat)
+        return flat
+
+    def to_device(self, host: np.ndarray, stream):
+        return self.hip.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
+
+    def slice(self, buf, start, stop):
+        return buf[start:stop]
+
+    def put_value(self, buf, value, stream):
+        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
+
+    def new_result(self, dtype: np.dtype, stream):
+        return self.hip.device_array(1, dtype=dtype, stream=stream)
+
+    def result_array(self, buf):
+        return buf
+
+    def read_value(self, buf, stream):
+        host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
+        if stream:
+            stream.synchronize()
+        return host[0]

@@ -1,0 +1,198 @@
+"""The HIP dialect's generated source, checked without numba-hip.
+
+Every variant is generated for numba-hip at wave64 (gfx9: MI200/MI300) and wave32
+(gfx10+: RDNA) and read as text and as a Python AST: it must parse, use only
+names numba-hip 0.2.1 provides (no ``*_sync``, ``syncwarp``, ``activemask``, lane
+masks or ``cuda.``), have the wavefront size baked in as literals, and shuffle
+with HIP's spellings. Whether it *compiles* for AMD GPUs is checked by
+``tests/amdgcn/compile_variants.py`` in the amdgcn-check environment (numba-hip
+cannot be installed next to numba-cuda); whether its wave64/wave32 logic computes
+the right result is checked by running the same factories in the CUDA simulator
+at warp 64 and 32 (test_kernels.py, test_api.py).
+"""
+
+import ast
+import builtins
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyreduce
+from pyreduce import backends
+from pyreduce.backends.dialect import CUDA, HIP, SIM
+from pyreduce.backends.hip import kernel_namespace, wavefront_size
+from pyreduce.flatten import gather_source
+from pyreduce.planner import default_items
+from pyreduce.spec import KernelSpec
+from pyreduce.variants import VARIANTS, generate
+
+#: ``gpu.*`` names the HIP source may use: all of them exist in numba-hip 0.2.1
+#: (``hip.threadfence_block`` and ``hip.shfl``/``shfl_down(value, delta, width)``
+#: included; see tests/amdgcn/compile_variants.py for the compiled proof)
+HIP_GPU_NAMES = {
+    "threadIdx.x", "blockIdx.x", "blockDim.x", "gridDim.x", "syncthreads", "shared.array",
+    "shfl_down", "shfl", "threadfence", "threadfence_block", "jit",
+}
+NAMESPACE = {"gpu", "op", "acc_t", "carry_t", "i32", "atomic_inc"}
+WARP_VARIANTS = [n for n, v in VARIANTS.items() if getattr(v.options, "tail", "warp") != "sync"]
+SHUFFLE_VARIANTS = [n for n, v in VARIANTS.items() if getattr(v.options, "tail", "shuffle")
+                    == "shuffle"]
+
+
+def hip_source(variant, warp, dtype=np.float32, block=128):
+    v = VARIANTS[variant]
+    items = v.default_items or default_items(np.dtype(dtype))
+    spec = KernelSpec(variant, dtype, dtype, "op", block, warp, items)
+    return generate(spec, HIP)[1]
+
+
+def sources():
+    for variant in VARIANTS:
+        for warp in (64, 32):
+            for dtype in (np.float32, np.int64):
+                yield variant, warp, dtype, hip_source(variant, warp, dtype)
+
+
+ALL = list(sources())
+
+
+def gpu_names(tree):
+    """Dotted ``gpu.…`` attribute chains used in ``tree``."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "gpu":
+                found.add(".".join(reversed(parts)))
+    # keep the longest chains (shared.array, not shared)
+    return {n for n in found if not any(m.startswith(n + ".") for m in found)}
+
+
+def free_names(tree):
+    """Names read but never assigned in the module: what the namespace must give."""
+    assigned = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    assigned |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Store)}
+    assigned |= {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Load)}
+    return loaded - assigned - set(dir(builtins))
+
+
+def test_every_variant_parses_and_uses_only_numba_hip_names():
+    for variant, warp, dtype, src in ALL:
+        where = (variant, warp, np.dtype(dtype).name)
+        tree = ast.parse(src)
+        for bad in ("_sync(", "syncwarp", "cuda.", "activemask", "lanemask", "0xffffffff",
+                    "launch_bounds"):
+            assert bad not in src, (where, bad)
+        assert gpu_names(tree) <= HIP_GPU_NAMES, (where, gpu_names(tree) - HIP_GPU_NAMES)
+        assert free_names(tree) <= NAMESPACE, (where, free_names(tree) - NAMESPACE)
+        assert "@gpu.jit\n" in src
+
+
+def test_wavefront_size_is_baked_in_as_literals():
+    for variant, warp, dtype, src in ALL:
+        where = (variant, warp, np.dtype(dtype).name)
+        widths = re.findall(r"gpu\.shfl(?:_down)?\(carry_t\([^()]*\), [^,]+, (\w+)\)\)", src)
+        calls = src.count("gpu.shfl")
+        assert len(widths) == calls, where  # every shuffle matched by the pattern
+        assert set(widths) <= {str(warp)}, (where, widths)
+        if variant in WARP_VARIANTS:
+            assert calls or "gpu.threadfence_block()" in src, where
+            assert f"tid < {warp}:" in src or f"tid % {warp}\n" in src, where
+            # the other wavefront size appears nowhere as a width or a lane test
+            other = 96 - warp
+            assert f", {other}))" not in src and f"tid % {other}\n" not in src, where
+        if variant in SHUFFLE_VARIANTS:
+            # log2(warp) shuffle steps per warp reduction: 6 at wave64, 5 at wave32
+            deltas = {int(d) for d in re.findall(r"gpu\.shfl_down\(carry_t\(\w+\), (\d+), ", src)}
+            assert deltas == {1 << k for k in range(warp.bit_length() - 1)}, (where, deltas)
+
+
+def test_hip_spellings():
+    src = hip_source("warp_shuffle", 64)
+    assert "acc_t(gpu.shfl_down(carry_t(v), 32, 64))" in src
+    tail = hip_source("shuffle_tail", 32)
+    assert re.search(r"v = acc_t\(gpu\.shfl\(carry_t\(v\), .*tid.*, 32\)\)", tail)
+    sync_tail = hip_source("warp_sync_tail", 64)
+    assert "if tid < 64:" in sync_tail and "gpu.threadfence_block()" in sync_tail
+    last = hip_source("last_block", 64)
+    assert "gpu.threadfence()" in last and "atomic_inc(ticket) == gpu.gridDim.x - 1" in last
+    assert "gpu.shared.array(1, i32)" in last
+    _, gather = gather_source(3, HIP)
+    assert "@gpu.jit\n" in gather and not free_names(ast.parse(gather)) - NAMESPACE
+
+
+def test_same_factories_as_cuda_and_sim():
+    """HIP differs from the simulator's source only in single-line spellings, and the
+    CUDA and SIM dialects are unchanged (masks, *_sync, syncwarp, launch bounds)."""
+    for variant in VARIANTS:
+        spec = KernelSpec(variant, np.float32, np.float32, "op", 128, 64,
+                          VARIANTS[variant].default_items or 4)
+        hip, sim = generate(spec, HIP)[1], generate(spec, SIM)[1]
+        assert len(hip.splitlines()) == len(sim.splitlines()), variant
+        differ = [(a, b) for a, b in zip(hip.splitlines()[1:], sim.splitlines()[1:]) if a != b]
+        for h, s in differ:
+            assert re.search(r"shfl|syncwarp|threadfence_block|atomic", h + s), (variant, h, s)
+    cuda = generate(KernelSpec("warp_sync_tail", np.float32, np.float32, "op", 256, 32, 2),
+                    CUDA)[1]
+    assert "@gpu.jit(launch_bounds=256)" in cuda and "gpu.syncwarp(0xffffffff)" in cuda
+    shfl = generate(KernelSpec("warp_shuffle", np.float32, np.float32, "op", 256, 32, 4), SIM)[1]
+    assert "gpu.shfl_down_sync(0xffffffff, carry_t(v), 16)" in shfl
+    assert "gpu.atomic.add(ticket, 0, 1)" in generate(
+        KernelSpec("last_block", np.int32, np.int32, "op", 64, 32, 4), CUDA)[1]
+
+
+def test_namespace_and_wavefront_sizes():
+    spec = KernelSpec("last_block", np.int8, np.int8, "op", 64, 64, 4)
+    ns = kernel_namespace(object(), spec, op=None)
+    assert set(ns) == NAMESPACE
+    assert ns["acc_t"] is np.int8 and ns["carry_t"] is np.int32 and ns["i32"] is np.int32
+    arch = {"gfx906": 64, "gfx908": 64, "gfx90a": 64, "gfx942": 64, "gfx950": 64,
+            "gfx90a:sramecc+:xnack-": 64, "gfx1030": 32, "gfx1100": 32, "gfx1201": 32}
+    assert {a: wavefront_size(a) for a in arch} == arch
+    with pytest.raises(ValueError):
+        wavefront_size("sm_90")
+
+
+def test_hip_backend_absent_here():
+    assert "hip" in backends.BACKENDS
+    assert "hip" not in pyreduce.available()  # numba-hip cannot be next to numba-cuda
+    with pytest.raises(RuntimeError, match="numba-hip"):
+        pyreduce.reduce(np.arange(4.0), "add", backend="hip")
+
+
+def test_hip_import_path_never_needs_numba_cuda(tmp_path):
+    """With numba.cuda (and the cuda package) unimportable, pyreduce, its HIP backend
+    module and the HIP source generation still import and work."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'cuda' or name.startswith(('cuda.', 'numba.cuda', 'numba_cuda')):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import numpy as np, pyreduce\n"
+        "from pyreduce.backends import hip\n"
+        "from pyreduce.backends.dialect import HIP\n"
+        "from pyreduce.variants import generate\n"
+        "from pyreduce.spec import KernelSpec\n"
+        "src = generate(KernelSpec('last_block', np.float32, np.float32, 'op', 256, 64, 4), HIP)[1]\n"
+        "assert 'shfl_down' in src\n"
+        "print(pyreduce.available(), hip.wavefront_size('gfx942'))\n"
+    )
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "('cpu',) 64"
