@@ -22,26 +22,12 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import device_seconds as _time  # noqa: E402
+
 SIZES = [2**k for k in range(10, 29, 2)]
 CASES = [("float32", "sum"), ("float32", "max"), ("int32", "sum"), ("int32", "max")]
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "case-study")
-
-
-def _time(fn, reps, batches=5):
-    from numba import cuda
-
-    fn()
-    cuda.synchronize()
-    times = []
-    for _ in range(batches):
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) * 1e-3 / reps)
-    return float(np.median(times))
 
 
 def run(out: str, sizes=SIZES, variants=None) -> None:

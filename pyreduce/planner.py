@@ -148,13 +148,13 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials) -
             return int(tuning.items_per_thread)
         return variant.default_items or default_items(dtype)
 
+    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items_for(in_dtype))
     for dtype in {in_dtype, acc_dtype}:
         if items_for(dtype) % variant.items_multiple:
             raise ValueError(
                 f"variant {name!r} needs items_per_thread to be a multiple of "
                 f"{variant.items_multiple}, got {items_for(dtype)}"
             )
-    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items_for(in_dtype))
     tiles = -(-n // spec.tile)
     if variant.layout == "multi_pass":
         grid = tiles if tuning.max_blocks is None else min(tiles, int(tuning.max_blocks))

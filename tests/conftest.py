@@ -2,9 +2,15 @@
 with ``NUMBA_ENABLE_CUDASIM=0`` on a GPU machine the ``gpu`` tests run and the
 ``sim`` tests skip."""
 
+import os
+import sys
+
 import pytest
 
 from pyreduce import backends
+
+# test files share helpers from tests/oracles.py
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -22,27 +22,11 @@ import pytest
 
 import pyreduce
 from pyreduce import backends
+from oracles import P, affine, affine_data, last_nonzero
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-P = 1000003
-
-
-def affine(u, v):
-    ua, ub = u // 1000003, u % 1000003
-    va, vb = v // 1000003, v % 1000003
-    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
-
-
-def affine_data(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
-
-
-def last_nonzero(a, b):
-    return b if b != 0 else a
 
 
 def _jobs(backend):

@@ -11,27 +11,11 @@ import numpy as np
 import pytest
 
 import pyreduce
+from oracles import P, affine, first_nonzero, last_nonzero
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 VARIANTS = list(pyreduce.variants)
-
-
-def last_nonzero(a, b):
-    return b if b != 0 else a
-
-
-def first_nonzero(a, b):
-    return a if a != 0 else b
-
-
-P = 1000003
-
-
-def affine(u, v):
-    ua, ub = u // 1000003, u % 1000003
-    va, vb = v // 1000003, v % 1000003
-    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
 
 
 def cuda_module():

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import pyreduce
 from pyreduce import backends
+from oracles import P, affine, affine_data, first_nonzero, last_nonzero
 
 # example counts: PYREDUCE_EXAMPLES_SCALE times those below (see tests/conftest.py)
 _PROFILE_SCALE = {"thorough": "10", "dev": "0.2"}.get(os.environ.get("HYPOTHESIS_PROFILE"), "1")
@@ -41,29 +42,6 @@ def kw(backend, **extra):
     if backend == "sim":
         out.update(SIM)
     return out
-
-
-def last_nonzero(a, b):
-    return b if b != 0 else a
-
-
-def first_nonzero(a, b):
-    return a if a != 0 else b
-
-
-P = 1000003
-
-
-def affine(u, v):
-    """Compose x -> ua*x+ub, then x -> va*x+vb (mod P); packed as a*P + b."""
-    ua, ub = u // 1000003, u % 1000003
-    va, vb = v // 1000003, v % 1000003
-    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
-
-
-def affine_data(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
 
 
 # --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from ..spec import KernelSpec
 from ..variants import generate
 from .dialect import HIP
 # numba_cuda.py imports no Numba at module level; these two are plain Python
-from .numba_cuda import ScratchPool, carrier
+from .numba_cuda import DeviceArrayOps, ScratchPool, carrier
 
 __all__ = ["HipBackend", "kernel_namespace", "wavefront_size", "atomic_inc"]
 
@@ -105,7 +105,7 @@ def atomic_inc():
     return atomic_inc
 
 
-class HipBackend:
+class HipBackend(DeviceArrayOps):
     """numba-hip on an AMD GPU (untested on hardware: see the module docstring)."""
 
     name = "hip"
@@ -114,7 +114,7 @@ class HipBackend:
     def __init__(self):
         from numba import hip
 
-        self.hip = hip
+        self.hip = self.arrays = hip
         self.scratch = ScratchPool(self._allocate)
         # single-pass tickets: zeroed once, and the kernel's last block resets them
         self.counters = ScratchPool(self._allocate_zeros)
@@ -188,9 +188,6 @@ class HipBackend:
 
         return KERNELS.get((self.name, "gather", ndim), build)
 
-    def launch(self, kernel, grid, block, stream, args):
-        kernel.launcher(grid, block, stream)(*args)
-
     # --- memory, on numba-hip device arrays
 
     def as_device_array(self, x):
@@ -214,21 +211,3 @@ class HipBackend:
 
     def to_device(self, host: np.ndarray, stream):
         return self.hip.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
-
-    def slice(self, buf, start, stop):
-        return buf[start:stop]
-
-    def put_value(self, buf, value, stream):
-        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
-
-    def new_result(self, dtype: np.dtype, stream):
-        return self.hip.device_array(1, dtype=dtype, stream=stream)
-
-    def result_array(self, buf):
-        return buf
-
-    def read_value(self, buf, stream):
-        host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
-        if stream:
-            stream.synchronize()
-        return host[0]

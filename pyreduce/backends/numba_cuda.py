@@ -70,7 +70,35 @@ class ScratchPool:
                 self._free[key].append(buf)
 
 
-class NumbaCudaBackend:
+class DeviceArrayOps:
+    """Launching and result handling on Numba-style device arrays (the simulator's
+    and numba-hip's): configured dispatcher launches, slicing, one-value copies.
+    ``self.arrays`` is the module that allocates them (``numba.cuda``/``numba.hip``)."""
+
+    def launch(self, kernel, grid, block, stream, args):
+        kernel.launcher(grid, block, stream)(*args)
+
+    def slice(self, buf, start, stop):
+        return buf[start:stop]
+
+    def put_value(self, buf, value, stream):
+        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
+
+    def new_result(self, dtype: np.dtype, stream):
+        return self.arrays.device_array(1, dtype=dtype, stream=stream)
+
+    def result_array(self, buf):
+        """What ``device_result=True`` hands the user for a result buffer."""
+        return buf
+
+    def read_value(self, buf, stream):
+        host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
+        if stream:
+            stream.synchronize()
+        return host[0]
+
+
+class NumbaCudaBackend(DeviceArrayOps):
     """What the simulator and the GPU share: kernels from the same factories,
     operators compiled per op code, scratch pools and the gather kernel."""
 
@@ -80,7 +108,7 @@ class NumbaCudaBackend:
     def __init__(self):
         from numba import cuda
 
-        self.cuda = cuda
+        self.cuda = self.arrays = cuda
         self.scratch = ScratchPool(self._allocate)
         # single-pass tickets: zeroed once, and the kernel's last block resets them
         self.counters = ScratchPool(self._allocate_zeros)
@@ -134,31 +162,6 @@ class NumbaCudaBackend:
         with self.launch_context(self.device().warp):
             self.gather_kernel(arr.ndim)[grid, block, stream](arr, flat)
         return flat
-
-    # --- launching and memory, on Numba's device arrays (overridden on the GPU)
-
-    def launch(self, kernel, grid, block, stream, args):
-        kernel.launcher(grid, block, stream)(*args)
-
-    def slice(self, buf, start, stop):
-        return buf[start:stop]
-
-    def put_value(self, buf, value, stream):
-        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
-
-    def new_result(self, dtype: np.dtype, stream):
-        return self.cuda.device_array(1, dtype=dtype, stream=stream)
-
-    def result_array(self, buf):
-        """What ``device_result=True`` hands the user for a result buffer."""
-        return buf
-
-    def read_value(self, buf, stream):
-        host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
-        if stream:
-            stream.synchronize()
-        return host[0]
-
 
 class SimBackend(NumbaCudaBackend):
     """The generated kernels in Numba's CUDA simulator, with project-supplied warp

@@ -1,0 +1,30 @@
+"""Order-sensitive operators and their data, shared by the test files.
+
+``affine`` composes affine maps of the integers mod ``P`` packed as ``a*P + b``
+(first ``u``, then ``v``): associative and not commutative, with an exact int64
+reference, so any reordering or dropped element shows.
+"""
+
+import numpy as np
+
+P = 1000003
+
+
+def last_nonzero(a, b):
+    return b if b != 0 else a
+
+
+def first_nonzero(a, b):
+    return a if a != 0 else b
+
+
+def affine(u, v):
+    """Compose x -> ua*x+ub, then x -> va*x+vb (mod P); packed as a*P + b."""
+    ua, ub = u // 1000003, u % 1000003
+    va, vb = v // 1000003, v % 1000003
+    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
+
+
+def affine_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
