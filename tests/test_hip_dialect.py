@@ -24,7 +24,7 @@ import pytest
 import pyreduce
 from pyreduce import backends
 from pyreduce.backends.dialect import CUDA, HIP, SIM
-from pyreduce.backends.hip import kernel_namespace, wavefront_size
+from pyreduce.backends.hip import HipBackend, wavefront_size
 from pyreduce.flatten import gather_source
 from pyreduce.planner import default_items
 from pyreduce.spec import KernelSpec
@@ -153,7 +153,9 @@ def test_same_factories_as_cuda_and_sim():
 
 def test_namespace_and_wavefront_sizes():
     spec = KernelSpec("last_block", np.int8, np.int8, "op", 64, 64, 4)
-    ns = kernel_namespace(object(), spec, op=None)
+    backend = HipBackend.__new__(HipBackend)  # no numba-hip here: no __init__
+    backend.gpu = object()
+    ns = backend.kernel_namespace(spec, op=None)
     assert set(ns) == NAMESPACE
     assert ns["acc_t"] is np.int8 and ns["carry_t"] is np.int32 and ns["i32"] is np.int32
     arch = {"gfx906": 64, "gfx908": 64, "gfx90a": 64, "gfx942": 64, "gfx950": 64,

@@ -39,19 +39,27 @@ LANES = 16
 PARALLEL_MIN = 1 << 20
 
 
+#: Ranges too short to split: one accumulator, left to right. Both folds call it.
+SHORT = """
+@njit(nogil=True)
+def ${name}_short(x, lo, hi):
+    acc = acc_t(x[lo])
+    for i in range(lo + 1, hi):
+        acc = acc_t(op(acc, acc_t(x[i])))
+    return acc
+"""
+
+
 def lanes_source(name: str, lanes: int) -> str:
     """Source of ``name(x, lo, hi)`` folding ``x[lo:hi]`` into interleaved lanes
     (commutative ops only)."""
-    return render(
+    return render(SHORT, name=name) + render(
         """
         @njit(nogil=True)
         def ${name}(x, lo, hi):
             m = (hi - lo) // ${K}
             if m < 2:
-                acc = acc_t(x[lo])
-                for i in range(lo + 1, hi):
-                    acc = acc_t(op(acc, acc_t(x[i])))
-                return acc
+                return ${name}_short(x, lo, hi)
             lanes = np.empty(${K}, acc_t)
             for k in range(${K}):
                 lanes[k] = acc_t(x[lo + k])
@@ -77,16 +85,13 @@ def fold_source(name: str, streams: int) -> str:
         f"a{k} = acc_t(op(a{k}, acc_t(x[lo + {k} * m + i])))" for k in range(streams)
     )
     join = "\n".join(f"acc = acc_t(op(acc, a{k}))" for k in range(1, streams))
-    return render(
+    return render(SHORT, name=name) + render(
         """
         @njit(nogil=True)
         def ${name}(x, lo, hi):
             m = (hi - lo) // ${K}
             if m < 2:
-                acc = acc_t(x[lo])
-                for i in range(lo + 1, hi):
-                    acc = acc_t(op(acc, acc_t(x[i])))
-                return acc
+                return ${name}_short(x, lo, hi)
         ${first}
             for i in range(1, m):
         ${step}

@@ -130,7 +130,7 @@ class HipDialect(Dialect):
         HIP's ``atomicAdd(T*, T)`` with the pointer turned into a stack out-argument
         (its lowering notes "TODO: Support atomics for arrays types"). So HIP code
         calls ``atomic_inc``, an intrinsic the HIP backend puts in the namespace
-        (:func:`pyreduce.backends.hip.kernel_namespace`): ``atomicrmw add``
+        (:meth:`pyreduce.backends.hip.HipBackend.kernel_namespace`): ``atomicrmw add``
         followed by ``fence syncscope("agent") acquire``. The fence makes the block
         that draws the last ticket see the partials the other blocks released with
         ``threadfence`` before drawing theirs; on CDNA3 (several L2 caches) it

@@ -27,17 +27,11 @@ import functools
 
 import numpy as np
 
-from ..cache import KERNELS
-from ..codegen import Kernel, compile_module
-from ..flatten import gather_source
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
-from ..variants import generate
+from .base import GeneratedBackend
 from .dialect import HIP
-# numba_cuda.py imports no Numba at module level; these two are plain Python
-from .numba_cuda import DeviceArrayOps, ScratchPool, carrier
-
-__all__ = ["HipBackend", "kernel_namespace", "wavefront_size", "atomic_inc"]
+__all__ = ["HipBackend", "wavefront_size", "atomic_inc"]
 
 
 def wavefront_size(arch: str) -> int:
@@ -52,22 +46,6 @@ def wavefront_size(arch: str) -> int:
     if not name.startswith("gfx") or len(name) < 6:
         raise ValueError(f"not an AMD GPU architecture: {arch!r}")
     return 64 if len(name) == 6 and name[3] in "6789" else 32
-
-
-def kernel_namespace(gpu, spec: KernelSpec, op) -> dict:
-    """The names a generated kernel module uses (``pyreduce.codegen``), for numba-hip:
-    ``gpu`` is ``numba.hip`` and ``op`` the operator as a numba-hip device function."""
-    return {
-        "gpu": gpu,
-        "op": op,
-        "acc_t": spec.acc_dtype.type,
-        # numba-hip's shuffles take int32/uint32/int64/uint64/float32/float64,
-        # like numba.cuda's: the same carriers serve
-        "carry_t": carrier(spec.acc_dtype),
-        "i32": np.int32,
-        # the single-pass ticket (HipDialect.atomic_inc)
-        "atomic_inc": atomic_inc(),
-    }
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,7 +83,7 @@ def atomic_inc():
     return atomic_inc
 
 
-class HipBackend(DeviceArrayOps):
+class HipBackend(GeneratedBackend):
     """numba-hip on an AMD GPU (untested on hardware: see the module docstring)."""
 
     name = "hip"
@@ -114,16 +92,8 @@ class HipBackend(DeviceArrayOps):
     def __init__(self):
         from numba import hip
 
-        self.hip = self.arrays = hip
-        self.scratch = ScratchPool(self._allocate)
-        # single-pass tickets: zeroed once, and the kernel's last block resets them
-        self.counters = ScratchPool(self._allocate_zeros)
-
-    def _allocate(self, n, dtype):
-        return self.hip.device_array(n, dtype=dtype)
-
-    def _allocate_zeros(self, n, dtype):
-        return self.hip.to_device(np.zeros(n, dtype=dtype))
+        super().__init__(hip)
+        self.hip = hip
 
     # --- the device
 
@@ -160,33 +130,11 @@ class HipBackend(DeviceArrayOps):
 
     # --- kernels
 
-    def _device_op(self, monoid):
-        """The operator as the kernels call it; one compiled function per op code."""
-        from .opcheck import check_op  # an op Numba cannot compile: TypeError, early
-
-        check_op(monoid)
-        return KERNELS.get(
-            (self.name, "op", monoid.key),
-            lambda: self.hip.jit(device=True)(monoid.fn),
-        )
-
-    def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
-        def build():
-            name, source = generate(spec, self.dialect)
-            namespace = kernel_namespace(self.hip, spec, self._device_op(monoid))
-            filename = f"<pyreduce {spec.label} hip>"
-            compile_module(source, filename, namespace)
-            return Kernel(spec, name, source, filename, namespace[name])
-
-        return KERNELS.get((self.name, device.key, spec), build)
-
-    def gather_kernel(self, ndim: int):
-        def build():
-            name, source = gather_source(ndim, self.dialect)
-            namespace = compile_module(source, f"<pyreduce gather {ndim}d hip>", {"gpu": self.hip})
-            return namespace[name]
-
-        return KERNELS.get((self.name, "gather", ndim), build)
+    def kernel_namespace(self, spec: KernelSpec, op) -> dict:
+        """numba-hip's shuffles take the same types as numba.cuda's, so the shared
+        names serve; the single-pass ticket needs :func:`atomic_inc`
+        (:meth:`pyreduce.backends.dialect.HipDialect.atomic_inc`)."""
+        return {**super().kernel_namespace(spec, op), "atomic_inc": atomic_inc()}
 
     # --- memory, on numba-hip device arrays
 
@@ -203,11 +151,7 @@ class HipBackend(DeviceArrayOps):
             return arr
         if arr.ndim == 0 or arr.is_c_contiguous():
             return arr.reshape(arr.size)
-        flat = self.hip.device_array(arr.size, dtype=arr.dtype, stream=stream)
-        block = 256
-        grid = min(-(-arr.size // block), 1024)
-        self.gather_kernel(arr.ndim)[grid, block, stream](arr, flat)
-        return flat
+        return self._gather(arr, stream, block=256, grid=min(-(-arr.size // 256), 1024))
 
     def to_device(self, host: np.ndarray, stream):
         return self.hip.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)

@@ -15,12 +15,8 @@ import threading
 
 import numpy as np
 
-from ..cache import KERNELS
-from ..codegen import Kernel, compile_module
-from ..flatten import gather_source
 from ..planner import DeviceInfo
-from ..spec import KernelSpec
-from ..variants import generate
+from .base import GeneratedBackend, carrier
 from .dialect import CUDA, SIM
 from .opcheck import check_op
 from .fastpath import (
@@ -33,135 +29,17 @@ __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
 _SIM_LOCK = threading.RLock()
 
 
-def carrier(dtype: np.dtype):
-    """The type a shuffle moves for ``dtype``: Numba's shuffles take 32- and 64-bit
-    signed ints and floats; narrower values ride in an int32 and are cast back."""
-    if dtype.kind == "f":
-        return dtype.type
-    return np.int64 if dtype.itemsize == 8 else np.int32
+class NumbaCudaBackend(GeneratedBackend):
+    """What the simulator and the GPU share: ``numba.cuda`` as the kernel module."""
 
-
-class ScratchPool:
-    """Reusable device buffers, one checkout at a time, so that concurrent calls never
-    share scratch. Buffers are keyed by dtype and stream: work on one stream is
-    ordered, so a buffer returned after its launches were enqueued is safe to reuse
-    on that stream."""
-
-    def __init__(self, allocate):
-        self._allocate = allocate
-        self._free: dict = {}
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def borrow(self, n: int, dtype: np.dtype, stream_key):
-        key = (dtype.str, stream_key)
-        with self._lock:
-            free = self._free.setdefault(key, [])
-            buf = next((b for b in free if b.size >= n), None)
-            if buf is not None:
-                free.remove(buf)
-        if buf is None:
-            # results (n == 1) are read back whole; partials get some headroom
-            buf = self._allocate(n if n == 1 else max(n, 64), dtype)
-        try:
-            yield buf
-        finally:
-            with self._lock:
-                self._free[key].append(buf)
-
-
-class DeviceArrayOps:
-    """Launching and result handling on Numba-style device arrays (the simulator's
-    and numba-hip's): configured dispatcher launches, slicing, one-value copies.
-    ``self.arrays`` is the module that allocates them (``numba.cuda``/``numba.hip``)."""
-
-    def launch(self, kernel, grid, block, stream, args):
-        kernel.launcher(grid, block, stream)(*args)
-
-    def slice(self, buf, start, stop):
-        return buf[start:stop]
-
-    def put_value(self, buf, value, stream):
-        buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
-
-    def new_result(self, dtype: np.dtype, stream):
-        return self.arrays.device_array(1, dtype=dtype, stream=stream)
-
-    def result_array(self, buf):
-        """What ``device_result=True`` hands the user for a result buffer."""
-        return buf
-
-    def read_value(self, buf, stream):
-        host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
-        if stream:
-            stream.synchronize()
-        return host[0]
-
-
-class NumbaCudaBackend(DeviceArrayOps):
-    """What the simulator and the GPU share: kernels from the same factories,
-    operators compiled per op code, scratch pools and the gather kernel."""
-
-    name: str
     dialect = CUDA
 
     def __init__(self):
         from numba import cuda
 
-        self.cuda = self.arrays = cuda
-        self.scratch = ScratchPool(self._allocate)
-        # single-pass tickets: zeroed once, and the kernel's last block resets them
-        self.counters = ScratchPool(self._allocate_zeros)
+        super().__init__(cuda)
+        self.cuda = cuda
 
-    def _allocate(self, n, dtype):
-        return self.cuda.device_array(n, dtype=dtype)
-
-    def _allocate_zeros(self, n, dtype):
-        return self.cuda.to_device(np.zeros(n, dtype=dtype))
-
-    # --- kernels
-
-    def _device_op(self, monoid):
-        """The operator as the kernels call it; one compiled function per op code."""
-        check_op(monoid)
-        return KERNELS.get(
-            (self.name, "op", monoid.key),
-            lambda: self.cuda.jit(device=True)(monoid.fn),
-        )
-
-    def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
-        def build():
-            name, source = generate(spec, self.dialect)
-            namespace = {
-                "gpu": self.cuda,
-                "op": self._device_op(monoid),
-                "acc_t": spec.acc_dtype.type,
-                "carry_t": carrier(spec.acc_dtype),
-                "i32": np.int32,
-            }
-            filename = f"<pyreduce {spec.label}>"
-            compile_module(source, filename, namespace)
-            return Kernel(
-                spec, name, source, filename, namespace[name],
-                cache_launchers=self.name != "sim",
-            )
-
-        return KERNELS.get((self.name, device.key, spec), build)
-
-    def gather_kernel(self, ndim: int):
-        def build():
-            name, source = gather_source(ndim, self.dialect)
-            namespace = compile_module(source, f"<pyreduce gather {ndim}d>", {"gpu": self.cuda})
-            return namespace[name]
-
-        return KERNELS.get((self.name, "gather", ndim), build)
-
-    def _gather(self, arr, stream, block, grid):
-        """Copy an N-D Numba device array into a new C-order 1-D one."""
-        flat = self.cuda.device_array(arr.size, dtype=arr.dtype, stream=stream)
-        with self.launch_context(self.device().warp):
-            self.gather_kernel(arr.ndim)[grid, block, stream](arr, flat)
-        return flat
 
 class SimBackend(NumbaCudaBackend):
     """The generated kernels in Numba's CUDA simulator, with project-supplied warp
