@@ -27,5 +27,9 @@ def cache_info():
 
 
 def cache_clear():
-    """Forget every built kernel and compiled operator."""
+    """Forget every built kernel and compiled operator, and the plans that hold them."""
+    from . import driver, planner
+
     _KERNELS.clear()
+    planner.clear_plans()
+    driver.schedule.cache_clear()

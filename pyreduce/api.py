@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from . import backends, driver
+from . import backends
 from .interop import inspect
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
@@ -21,12 +23,13 @@ def reduce(
     dtype=None,
     backend: str = "auto",
     device_result: bool = False,
-    stream=0,
+    stream=None,
     variant: str = "auto",
     block_size: int | None = None,
     items_per_thread: int | None = None,
     warp_size: int | None = None,
     max_blocks: int | None = None,
+    vector_loads: bool | None = None,
 ):
     """Reduce every element of ``x`` with the associative operator ``op``.
 
@@ -50,14 +53,20 @@ def reduce(
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
         device_result: return a 1-element device array instead of a NumPy scalar
             (GPU backends).
-        stream: a Numba CUDA stream to launch on.
+        stream: the CUDA stream to launch on: a Numba, CuPy or PyTorch stream or
+            a handle. ``None`` (default): the stream the input's producer works on
+            (CuPy's or PyTorch's current stream; the default stream otherwise),
+            so the reduction follows the work that made its input.
         variant: a name from ``pyreduce.variants`` (default: the planner's choice).
         block_size: threads per block (``None``: the planner's choice).
         items_per_thread: elements each thread folds per step.
         warp_size: 32, or 64 in the simulator (AMD wavefronts); on ``hip`` the
             device's wavefront size.
-        max_blocks: an upper bound on the first pass's grid. These five tune the
-            GPU kernels (``cuda``, ``sim``); the ``cpu`` backend ignores them.
+        max_blocks: an upper bound on the first pass's grid.
+        vector_loads: ``None`` (default): read the input with 16-byte vector loads
+            where it is contiguous and aligned; ``False``: element loads only;
+            ``True``: vector loads or a ValueError. These six tune the GPU kernels
+            (``cuda``, ``sim``); the ``cpu`` backend ignores them.
 
     Returns:
         A NumPy scalar of the accumulator dtype.
@@ -70,43 +79,85 @@ def reduce(
         >>> float(pyreduce.reduce(np.arange(5.0), max, backend="cpu"))
         4.0
     """
-    info = inspect(x)
+    return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, stream,
+                   variant, block_size, items_per_thread, warp_size, max_blocks, vector_loads)
+
+
+_DEFAULT_TUNING = Tuning()
+
+
+def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
+            device_result=False, stream=None, variant="auto", block_size=None,
+            items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None):
+    """:func:`reduce` of an inspected input (the named reductions inspect first)."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
-    # checked here, whatever the backend and size, so a typo never passes silently
-    tuning = Tuning(variant, block_size, items_per_thread, warp_size, max_blocks)
-    return _run(info, monoid, initial, backend, tuning, device_result, stream)
+    if (variant == "auto" and block_size is None and items_per_thread is None
+            and warp_size is None and max_blocks is None and vector_loads is None):
+        tuning = _DEFAULT_TUNING
+    else:  # checked here, whatever the backend and size, so a typo never passes silently
+        tuning = Tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
+                        vector_loads)
+    return prepare(info, monoid, initial, backend, tuning, stream).run(device_result)
 
 
-def _run(info, monoid: Monoid, initial, backend_name, tuning, device_result, stream):
+@dataclasses.dataclass
+class Prepared:
+    """A reduction with every decision taken and nothing launched yet: the backend,
+    the operator, and on a GPU backend the flat device input and the plan. ``run``
+    performs it; :func:`pyreduce.explain` reads it."""
+
+    backend: object
+    monoid: Monoid
+    info: object
+    initial: object
+    stream: object
+    device: object = None
+    flat: object = None
+    plan: object = None
+
+    def run(self, device_result: bool = False):
+        be, monoid, stream = self.backend, self.monoid, self.stream
+        if device_result and be.name == "cpu":
+            raise ValueError("device_result=True needs a GPU backend, not 'cpu'")
+        if self.info.size == 0:
+            value = self.initial if self.initial is not None else monoid.empty_result()
+            value = monoid.dtype.type(value)
+            if not device_result:
+                return value
+            out = be.new_result(monoid.dtype, stream)
+            be.put_value(out, value, stream)
+            return be.result_array(out)
+        if be.name == "cpu":
+            host = self.info.host if self.info.host is not None else _to_host(self.info.device)
+            return be.reduce(host, monoid, self.initial)
+        run = be.executable(self.plan, monoid, self.device)
+        if not device_result:
+            return run(self.flat, stream, self.initial)
+        out = be.new_result(monoid.dtype, stream)
+        run(self.flat, stream, self.initial, out)
+        return be.result_array(out)
+
+
+def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prepared:
+    """Choose the backend, flatten the input on the device and plan the launches."""
     if initial is not None:
         initial = cast_value(initial, monoid.dtype, "initial")
     be = backends.get(backend_name, on_device=info.on_device)
-    if info.size == 0:
-        value = initial if initial is not None else monoid.empty_result()
-        return _deliver(be, value, monoid, device_result, stream)
-    if be.name == "cpu":
-        if device_result:
-            raise ValueError("device_result=True needs a GPU backend, not 'cpu'")
-        host = info.host if info.host is not None else _to_host(info.device)
-        return be.reduce(host, monoid, initial)
-    device = be.device(tuning.warp_size)
-    plan = make_plan(
+    call = Prepared(be, monoid, info, initial, be.launch_stream(stream, info))
+    if be.name == "cpu" or info.size == 0:
+        return call
+    call.device = device = be.device(tuning.warp_size)
+    call.flat = be.flat_input(info, call.stream)
+    call.plan = plan = make_plan(
         info.size, info.dtype, monoid.dtype, monoid.key, device, tuning,
-        extra_partials=0 if initial is None else 1,
+        extra_partials=0 if initial is None else 1, align=be.alignment(call.flat),
     )
     if _needs_commutative(plan.spec.variant) and not monoid.commutative:
         raise ValueError(
             f"variant {plan.spec.variant!r} reorders elements and needs a commutative "
             f"op; {monoid.name!r} is not known to be commutative"
         )
-    if info.on_device:
-        flat = be.flat_view(be.as_device_array(info.device), stream)
-    else:
-        flat = be.to_device(info.host, stream)
-    return driver.run(
-        be, flat, plan, monoid, device,
-        initial=initial, stream=stream, device_result=device_result,
-    )
+    return call
 
 
 def _needs_commutative(variant: str) -> bool:
@@ -123,23 +174,11 @@ def _to_host(device_array) -> np.ndarray:
     return cuda.as_cuda_array(device_array).copy_to_host()
 
 
-def _deliver(be, value, monoid, device_result, stream):
-    value = monoid.dtype.type(value)
-    if not device_result:
-        return value
-    if be.name == "cpu":
-        raise ValueError("device_result=True needs a GPU backend, not 'cpu'")
-    out = be.new_result(monoid.dtype, stream)
-    be.put_value(out, value, stream)
-    return be.result_array(out)
-
-
 def _named(op, dtype_rule):
-    def reduction(x, *, identity=None, **kwargs):
+    def reduction(x, *, identity=None, dtype=None, **kwargs):
         info = inspect(x)
-        if "dtype" not in kwargs or kwargs["dtype"] is None:
-            kwargs["dtype"] = dtype_rule(info.dtype)
-        return reduce(x, op, identity, **kwargs)
+        acc = dtype_rule(info.dtype) if dtype is None else dtype
+        return _reduce(info, op, identity, dtype=acc, **kwargs)
 
     reduction.__pyreduce_op__ = op
     return reduction

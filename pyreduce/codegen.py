@@ -15,6 +15,9 @@ The names a generated module may use come from its namespace, never from imports
 ``acc_t``       the accumulator's NumPy scalar type, used as a cast
 ``carry_t``     the type a shuffle moves (shuffles take 32/64-bit ints and floats)
 ``i32``         ``np.int32``, for the single-pass kernel's shared flag
+``vloadN``      ``vloadN(x, i)``: ``x[i : i + N]`` as a tuple, one wide load
+                (only where the spec's ``vector`` is ``N > 1``;
+                :mod:`pyreduce.backends.vload`)
 ==============  =============================================================
 """
 
@@ -52,6 +55,7 @@ def kernel_name(spec: KernelSpec) -> str:
     return (
         f"pyreduce_{spec.variant}_{src}_{acc}"
         f"_b{spec.block}_w{spec.warp}_i{spec.items}"
+        + (f"_v{spec.vector}" if spec.vector > 1 else "")
     )
 
 

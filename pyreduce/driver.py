@@ -1,45 +1,168 @@
 """Running a :class:`~pyreduce.planner.Plan` on a device backend.
 
-The first pass launches ``plan.grid`` blocks; each writes its partial into
-library-owned scratch, in block order. What follows depends on the layout:
-``two_pass`` reduces the partials with one block, ``multi_pass`` repeats passes of
-one tile per block until one value is left, and a ``single_pass`` kernel's last
-block finishes by itself. An ``initial`` value is placed in front of the first
-partials, so it is combined exactly once, on the left, on the device:
-``op(initial, op(p0, p1, ...))``, which is what ``functools.reduce(op, x, initial)``
-computes. The input is only ever read.
+A plan is turned once into a :class:`Schedule`: the scratch buffers it needs and
+the launches it makes, each with its arguments. The first pass launches
+``plan.grid`` blocks; each writes its partial into library-owned scratch, in
+block order. What follows depends on the layout: ``two_pass`` reduces the
+partials with one block, ``multi_pass`` repeats passes of one tile per block until
+one value is left, and a ``single_pass`` kernel's last block finishes by itself.
+An ``initial`` value is placed in front of the first partials, so it is combined
+exactly once, on the left, on the device: ``op(initial, op(p0, p1, ...))``, which
+is what ``functools.reduce(op, x, initial)`` computes. The input is only ever read.
+
+Per call only two arguments change: the input and, with ``device_result``, the
+output. Everything else (kernels, grids, scratch) is fixed for a plan, so an
+:class:`Executable` holds the kernels and a pool of *workspaces*: the scratch of
+one call, with each launch prepared against it by the backend
+(``backend.prepare``). A call checks a workspace out of the pool of its stream,
+launches, and puts it back. Work on one stream runs in order, so a workspace put
+back after its launches were enqueued is safe to reuse on that stream;
+concurrent calls never share one (``list.pop``/``append`` are atomic).
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import functools
 
 import numpy as np
 
-__all__ = ["run"]
+from .spec import KernelSpec
+
+__all__ = ["INPUT", "OUTPUT", "Ref", "Step", "Schedule", "schedule", "Executable"]
+
+#: Argument placeholders for the call's input array and result buffer.
+INPUT, OUTPUT = "input", "output"
 
 
-def _launch(backend, kernel, grid, block, stream, *args):
-    try:
-        backend.launch(kernel, grid, block, stream, args)
-    except Exception as exc:
-        if _is_typing_error(exc):
-            raise TypeError(
-                f"the op could not be compiled for {kernel.spec.label}: "
-                f"{str(exc).splitlines()[0]}"
-            ) from exc
-        raise
+@dataclasses.dataclass(frozen=True)
+class Ref:
+    """``buffer[start:stop]`` of a workspace."""
+
+    buffer: str
+    start: int
+    stop: int
 
 
-def _is_typing_error(exc) -> bool:
-    try:
-        from numba.core.errors import TypingError
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, TypingError)
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One launch: ``kernel(spec)[grid, spec.block](*args)``; an argument is
+    :data:`INPUT`, :data:`OUTPUT`, a :class:`Ref` or an int."""
+
+    spec: KernelSpec
+    grid: int
+    args: tuple
 
 
-def _stream_key(stream):
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """``buffers``: name -> (elements, dtype, zeroed) of each scratch buffer.
+    ``initial``: where an initial value goes (None without one)."""
+
+    buffers: tuple
+    steps: tuple
+    initial: Ref | None
+
+
+@functools.lru_cache(maxsize=1024)
+def schedule(plan) -> Schedule:
+    """The launches and scratch of ``plan`` (see the module docstring)."""
+    spec, acc, head = plan.spec, plan.spec.acc_dtype, plan.head
+    initial = Ref("partials", 0, 1) if head else None
+    if plan.layout == "single_pass":
+        buffers = (("partials", plan.grid + head, acc, False), ("ticket", 1, np.int32, True))
+        args = (INPUT, plan.n, plan.chunk, OUTPUT, Ref("partials", 0, plan.grid + head), head,
+                Ref("ticket", 0, 1))
+        return Schedule(buffers, (Step(spec, plan.grid, args),), initial)
+    steps, src, count, grid, chunk = [], INPUT, plan.n, plan.grid, plan.chunk
+    sizes: dict = {}  # scratch buffer -> elements; passes alternate between two
+    dst = "partials"
+    while grid > 1 or head:
+        sizes[dst] = max(sizes.get(dst, 0), grid + head)
+        steps.append(Step(spec, grid, (src, count, chunk, Ref(dst, head, grid + head))))
+        spec, src, count, head = plan.finish, Ref(dst, 0, grid + head), grid + head, 0
+        dst = "partials2" if dst == "partials" else "partials"
+        tiles = -(-count // spec.tile)
+        grid = 1 if plan.layout == "two_pass" else tiles
+        chunk = tiles * spec.tile if plan.layout == "two_pass" else spec.tile
+    steps.append(Step(spec, 1, (src, count, chunk, OUTPUT)))
+    buffers = tuple((name, size, acc, False) for name, size in sizes.items())
+    return Schedule(buffers, tuple(steps), initial)
+
+
+class Executable:
+    """A plan's kernels and its pools of prepared workspaces, for one backend."""
+
+    def __init__(self, backend, plan, monoid, device):
+        self.backend = backend
+        self.plan = plan
+        self.schedule = schedule(plan)
+        self.kernels = {step.spec: backend.kernel(step.spec, monoid, device)
+                        for step in self.schedule.steps}
+        self._pools: dict = {}
+
+    def _workspace(self, stream):
+        key = stream_key(stream)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools.setdefault(key, [])
+        try:
+            return pool, pool.pop()
+        except IndexError:
+            be = self.backend
+            buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
+                       for name, count, dt, zeroed in self.schedule.buffers}
+            buffers["result"] = be.allocate(1, self.plan.spec.acc_dtype, False)
+            steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
+            return pool, Workspace(buffers, steps)
+
+    def __call__(self, flat, stream, initial=None, out=None):
+        """Reduce the flat device array ``flat``: into ``out`` (a device array of one
+        element) if given, else return the value as a NumPy scalar."""
+        be = self.backend
+        pool = ws = None
+        with be.launch_context(self.plan.spec.warp):
+            try:
+                pool, ws = self._workspace(stream)  # may compile: typing errors here
+                if initial is not None:
+                    ref = self.schedule.initial
+                    be.put_value(be.slice(ws.buffers[ref.buffer], ref.start, ref.stop),
+                                 initial, stream)
+                dst = ws.buffers["result"] if out is None else out
+                for step in ws.steps:
+                    step(flat, dst, stream)
+                return be.read_value(dst, stream) if out is None else None
+            except Exception as exc:
+                err = typing_error(exc, self.plan.spec)
+                if err is not None:
+                    raise err from exc
+                raise
+            finally:
+                if ws is not None:
+                    pool.append(ws)
+
+
+@dataclasses.dataclass
+class Workspace:
+    buffers: dict
+    steps: list  # callables (input, output, stream) from backend.prepare
+
+
+def resolve(backend, args, buffers, flat, out) -> tuple:
+    """The launch arguments of a step with its placeholders filled in."""
+    found = []
+    for a in args:
+        if a is INPUT:
+            a = flat
+        elif a is OUTPUT:
+            a = out
+        elif isinstance(a, Ref):
+            a = backend.slice(buffers[a.buffer], a.start, a.stop)
+        found.append(a)
+    return tuple(found)
+
+
+def stream_key(stream):
     """A hashable name for the stream (its handle), 0 for the default stream."""
     if not stream:
         return 0
@@ -49,42 +172,14 @@ def _stream_key(stream):
         return id(stream)
 
 
-def run(backend, flat, plan, monoid, device, *, initial=None, stream=0, device_result=False):
-    """Reduce the 1-D device array ``flat``. Returns a NumPy scalar, or a 1-element
-    device array when ``device_result`` is set."""
-    spec = plan.spec
-    acc = spec.acc_dtype
-    kernel = backend.kernel(spec, monoid, device)
-    key = _stream_key(stream)
-    result = backend.new_result(acc, stream) if device_result else None
-    with backend.launch_context(spec.warp), contextlib.ExitStack() as scratch:
-
-        def borrow(count, dtype=acc, zeroed=False):
-            pool = backend.counters if zeroed else backend.scratch
-            return scratch.enter_context(pool.borrow(count, np.dtype(dtype), key))
-
-        out = result if device_result else borrow(1)
-        head = plan.head
-        if plan.layout == "single_pass":
-            blocks = borrow(plan.grid + head)
-            if head:
-                backend.put_value(blocks, initial, stream)
-            _launch(backend, kernel, plan.grid, spec.block, stream, flat, plan.n, plan.chunk,
-                    out, blocks, head, borrow(1, np.int32, zeroed=True))
-        else:
-            src, count, grid, chunk = flat, plan.n, plan.grid, plan.chunk
-            while grid > 1 or head:
-                partials = borrow(grid + head)
-                if head:
-                    backend.put_value(partials, initial, stream)
-                _launch(backend, kernel, grid, spec.block, stream,
-                        src, count, chunk, backend.slice(partials, head, grid + head))
-                kernel = backend.kernel(plan.finish, monoid, device)
-                spec, src, count, head = plan.finish, partials, grid + head, 0
-                tiles = -(-count // spec.tile)
-                grid = 1 if plan.layout == "two_pass" else tiles
-                chunk = tiles * spec.tile if plan.layout == "two_pass" else spec.tile
-            _launch(backend, kernel, 1, spec.block, stream, src, count, chunk, out)
-        if device_result:
-            return backend.result_array(result)
-        return backend.read_value(out, stream)
+def typing_error(exc, spec) -> Exception | None:
+    """A TypeError for a Numba typing error (an op that cannot compile), else None."""
+    try:
+        from numba.core.errors import TypingError
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(exc, TypingError):
+        return TypeError(
+            f"the op could not be compiled for {spec.label}: {str(exc).splitlines()[0]}"
+        )
+    return None

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import backends
 from .interop import inspect
 from .ops import as_monoid
-from .planner import Plan, Tuning, make_plan
+from .planner import Plan, Tuning
 
 __all__ = ["Explanation", "explain"]
 
@@ -74,23 +73,19 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
-    from .api import reduce
+    from .api import prepare
 
-    result = reduce(x, op, identity, **kwargs)
     info = inspect(x)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"))
-    be = backends.get(kwargs.get("backend", "auto"), on_device=info.on_device)
-    if be.name == "cpu" or info.size == 0:
-        return Explanation(be.name, "host CPU", None, [], {}, result)
-    tuning = Tuning(
-        kwargs.get("variant", "auto"), kwargs.get("block_size"),
-        kwargs.get("items_per_thread"), kwargs.get("warp_size"), kwargs.get("max_blocks"),
-    )
-    device = be.device(tuning.warp_size)
-    extra = 0 if kwargs.get("initial") is None else 1
-    plan = make_plan(info.size, info.dtype, monoid.dtype, monoid.key, device, tuning, extra)
-    kernels = [be.kernel(plan.spec, monoid, device)]
-    if plan.finish is not None:
-        kernels.append(be.kernel(plan.finish, monoid, device))
-    resources = {k.name: _resources(be, k, device) for k in kernels}
-    return Explanation(be.name, device.name, plan, kernels, resources, result)
+    tuning = Tuning(*(kwargs.get(f.name, f.default) for f in dataclasses.fields(Tuning)))
+    call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
+                   tuning, kwargs.get("stream", 0))
+    result = call.run(kwargs.get("device_result", False))
+    be = call.backend
+    if call.plan is None:
+        return Explanation(be.name, "host CPU" if be.name == "cpu" else be.name, None, [], {},
+                           result)
+    exe = be.executable(call.plan, monoid, call.device)
+    kernels = list(exe.kernels.values())
+    resources = {k.name: _resources(be, k, call.device) for k in kernels}
+    return Explanation(be.name, call.device.name, call.plan, kernels, resources, result)

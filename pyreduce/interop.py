@@ -5,29 +5,49 @@ Host arrays are NumPy arrays or anything NumPy can view without guessing
 buffers). Device arrays are anything with ``__cuda_array_interface__`` (CuPy,
 PyTorch CUDA tensors, Numba device arrays) or the CUDA simulator's arrays. Lists,
 scalars and strings are refused: a reduction of a Python list is ``functools.reduce``.
+
+Reading ``__cuda_array_interface__`` builds a dictionary on every access (CuPy and
+Numba make a new one each time, PyTorch also validates the tensor), which is a
+good part of a small reduction's cost. CuPy arrays, PyTorch tensors and Numba
+device arrays are therefore read through their own attributes, by a reader chosen
+once per type; every other type goes through the interface. A reader also says
+which stream the producer works on (CuPy's and PyTorch's current stream, the
+interface's ``stream`` entry), so a reduction can run on it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any
 
 import numpy as np
 
 from .ops import check_dtype
 
-__all__ = ["Input", "inspect"]
+__all__ = ["Input", "DeviceFields", "inspect", "device_fields"]
 
 
-@dataclasses.dataclass(frozen=True)
+class DeviceFields:
+    """A device array's memory: ``ptr``, ``shape``, ``strides`` in bytes (None:
+    C-contiguous), ``dtype``, and ``stream``, the producer's stream handle (None:
+    none given; 1 and 2 are CUDA's legacy and per-thread default streams)."""
+
+    __slots__ = ("ptr", "shape", "strides", "dtype", "stream")
+
+    def __init__(self, ptr, shape, strides, dtype, stream):
+        self.ptr, self.shape, self.strides = ptr, shape, strides
+        self.dtype, self.stream = dtype, stream
+
+
 class Input:
-    """A validated input. ``host`` is set for host arrays, ``device`` otherwise."""
+    """A validated input. ``host`` is set for host arrays, ``device`` (the user's
+    object) otherwise; ``fields`` is its :class:`DeviceFields` where it has a
+    CUDA address (not for the simulator's arrays)."""
 
-    dtype: np.dtype
-    shape: tuple
-    host: np.ndarray | None = None
-    device: Any = None
+    __slots__ = ("dtype", "shape", "host", "device", "fields", "kind")
+
+    def __init__(self, dtype, shape, host=None, device=None, fields=None, kind="numpy"):
+        self.dtype, self.shape, self.host = dtype, shape, host
+        self.device, self.fields, self.kind = device, fields, kind
 
     @property
     def size(self) -> int:
@@ -44,19 +64,100 @@ def _is_simulator_array(x) -> bool:
     )
 
 
+# --- device readers, one per array type -------------------------------------
+
+
+def _read_cai(x) -> DeviceFields:
+    cai = x.__cuda_array_interface__
+    return DeviceFields(cai["data"][0] or 0, tuple(cai["shape"]), cai.get("strides"),
+                        np.dtype(cai["typestr"]), cai.get("stream"))
+
+
+def _read_cupy(x) -> DeviceFields:
+    import cupy
+
+    s = cupy.cuda.get_current_stream().ptr
+    return DeviceFields(x.data.ptr, x.shape, x.strides, x.dtype, s if s else None)
+
+
+_TORCH_DTYPES: dict = {}
+
+
+def _read_torch(x) -> DeviceFields | None:
+    if not x.is_cuda:
+        return None  # a host tensor: NumPy can view it
+    dt = _TORCH_DTYPES.get(x.dtype)
+    if dt is None:
+        import torch
+
+        try:  # what NumPy calls the same type; bfloat16 and others have no such type
+            dt = np.dtype(torch.empty(0, dtype=x.dtype).numpy().dtype)
+        except (TypeError, RuntimeError):
+            return _read_cai(x)  # let the interface name (or refuse) the dtype
+        _TORCH_DTYPES[x.dtype] = dt
+    try:
+        import torch
+
+        s = torch._C._cuda_getCurrentRawStream(x.device.index)
+    except (AttributeError, RuntimeError):  # a PyTorch without the raw call
+        s = x.__cuda_array_interface__.get("stream")
+    strides = tuple(k * dt.itemsize for k in x.stride())
+    return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s if s else None)
+
+
+def _read_numba(x) -> DeviceFields:
+    ptr = x.device_ctypes_pointer.value or 0
+    return DeviceFields(ptr, x.shape, x.strides, x.dtype, None)
+
+
+def _reader_for(cls):
+    module, name = cls.__module__, cls.__name__
+    if module.startswith("cupy") and name == "ndarray":
+        return _read_cupy
+    if module.startswith("torch") and name in ("Tensor", "Parameter"):
+        return _read_torch
+    if module.startswith("numba.cuda.cudadrv.devicearray") and name in (
+        "DeviceNDArray", "DeviceRecord", "MappedNDArray"
+    ):
+        return _read_numba
+    return _read_cai
+
+
+_READERS: dict = {}
+
+
+def device_fields(x) -> DeviceFields | None:
+    """The :class:`DeviceFields` of ``x``, or None if it is not a device array."""
+    reader = _READERS.get(type(x))
+    if reader is None:
+        reader = _READERS[type(x)] = _reader_for(type(x))
+    return reader(x)
+
+
+def _kind(cls) -> str:
+    module = cls.__module__
+    for kind in ("cupy", "torch", "numba"):
+        if module.startswith(kind):
+            return kind
+    return "cai"
+
+
+# --- classification -------------------------------------------------------
+
+
 def inspect(x) -> Input:
     """Classify ``x`` and check its dtype; TypeError names what is wrong."""
     if isinstance(x, np.ndarray):
         return Input(check_dtype(x.dtype), x.shape, host=x)
     # hasattr on the instance: a PyTorch CPU tensor's class has the property, but
     # reading it raises AttributeError
-    if hasattr(x, "__cuda_array_interface__") or _is_simulator_array(x):
-        try:
-            dtype, shape = np.dtype(x.dtype), tuple(x.shape)
-        except (AttributeError, TypeError):
-            desc = x.__cuda_array_interface__
-            dtype, shape = np.dtype(desc["typestr"]), tuple(desc["shape"])
-        return Input(check_dtype(dtype), shape, device=x)
+    if type(x) in _READERS or hasattr(x, "__cuda_array_interface__"):
+        fields = device_fields(x)
+        if fields is not None:
+            return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
+                         kind=_kind(type(x)))
+    if _is_simulator_array(x):
+        return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
     if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float
         return inspect(np.asarray(x))
     if isinstance(x, memoryview):

@@ -314,7 +314,59 @@ def cast_value(value, dtype: np.dtype, what: str):
     )
 
 
+_MONOIDS: dict = {}
+
+
+def _bindings(fn) -> tuple:
+    """The objects a function's behaviour depends on besides its bytecode: the code
+    object, its defaults, its closure's contents and the globals it names. A
+    remembered key stays valid while each is the same object."""
+    if type(fn) is not types.FunctionType:
+        fn = getattr(fn, "py_func", None)  # a Numba dispatcher
+        if type(fn) is not types.FunctionType:
+            return ()
+    code = fn.__code__
+    names = _GLOBAL_NAMES.get(code)
+    if names is None:
+        names = _GLOBAL_NAMES[code] = tuple(sorted(_global_names(code)))
+    g = fn.__globals__
+    out = [code, fn.__defaults__]
+    if fn.__closure__:
+        out += [c.cell_contents for c in fn.__closure__]
+    out += [g.get(n) for n in names]
+    return tuple(out)
+
+
+_GLOBAL_NAMES: dict = {}
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
 def as_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
+    """Normalise ``op`` for input ``dtype`` (see :func:`make_monoid`), remembering
+    the answer per op object: building one costs microseconds, and keying a user
+    function walks its bytecode, constants and globals. The remembered answer is
+    used while the function's closure, globals and defaults are the same objects,
+    so rebinding a value the op uses gives it a new key, as a new function would."""
+    try:
+        key = (op, dtype, type(identity), identity, acc_dtype)
+        found = _MONOIDS.get(key)
+    except TypeError:  # something unhashable: no memo
+        return make_monoid(op, dtype, identity, acc_dtype=acc_dtype)
+    bound = _bindings(op)
+    if found is not None and _same(found[1], bound):
+        return found[0]
+    monoid = make_monoid(op, dtype, identity, acc_dtype=acc_dtype)
+    if len(_MONOIDS) >= 1024:  # many short-lived lambdas: start over
+        _MONOIDS.clear()
+        _GLOBAL_NAMES.clear()
+    _MONOIDS[key] = (monoid, bound)
+    return monoid
+
+
+def make_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
     """Normalise ``op`` for input ``dtype``.
 
     ``op`` is a built-in (``max``, ``operator.add``, ``np.maximum``, ... or a name

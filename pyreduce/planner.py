@@ -8,7 +8,7 @@ import numpy as np
 
 from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
-__all__ = ["DeviceInfo", "Plan", "Tuning", "make_plan"]
+__all__ = ["DeviceInfo", "Plan", "Tuning", "make_plan", "address_alignment", "vector_width"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +23,8 @@ class DeviceInfo:
     warp: int
     default_block: int = 256
     limits: object = None  # pyreduce.occupancy.SMLimits on a GPU, None elsewhere
+    #: the widest vector load its kernels may issue, in bytes (0: scalar loads only)
+    vector_bytes: int = 0
 
     def max_grid(self, block: int) -> int:
         """Blocks resident at once when nothing but thread count limits occupancy."""
@@ -39,6 +41,8 @@ class Tuning:
     items_per_thread: int | None = None
     warp_size: int | None = None
     max_blocks: int | None = None
+    #: None: vector loads where the input allows them; False: never; True: required
+    vector_loads: bool | None = None
 
     def __post_init__(self):
         from .variants import VARIANTS
@@ -56,6 +60,8 @@ class Tuning:
             if value < 1 or (allowed and value not in allowed):
                 need = f"one of {allowed}" if allowed else "at least 1"
                 raise ValueError(f"{label} ({field}={value}) must be {need}")
+        if self.vector_loads not in (None, True, False):
+            raise TypeError(f"vector_loads= must be True, False or None, got {self.vector_loads!r}")
 
 
 _TUNABLE = (
@@ -81,6 +87,10 @@ class Plan:
     chunk: int
     finish: KernelSpec | None
     head: int = 0
+    #: backend name -> pyreduce.driver.Executable, built on first use
+    executables: dict = dataclasses.field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     @property
     def passes(self) -> int:
@@ -107,7 +117,40 @@ def default_items(dtype: np.dtype) -> int:
     return int(min(16, max(2, 16 // dtype.itemsize)))
 
 
+def address_alignment(address: int, contiguous: bool) -> int:
+    """What the planner knows of an input's placement: the largest power of two
+    (at most 16) dividing its address when it is contiguous, else 0."""
+    if not contiguous:
+        return 0
+    return 16 if address % 16 == 0 else address & -address
+
+
+def vector_width(items: int, dtype: np.dtype, align: int, device: DeviceInfo,
+                 wanted: bool | None) -> int:
+    """Elements per load of the input: the most of a thread's ``items`` one aligned
+    load can carry (see :mod:`pyreduce.backends.vload`), or 1."""
+    width = 1
+    if wanted is not False:
+        limit = min(align, device.vector_bytes)
+        width = items
+        while width > 1 and width * dtype.itemsize > limit:
+            width //= 2
+        if width * dtype.itemsize < 4:  # narrower than a word: nothing gained
+            width = 1
+    if wanted and width == 1:
+        why = ("this backend issues none" if not device.vector_bytes else
+               f"the input is not contiguous and aligned to {min(16, items * dtype.itemsize)} bytes"
+               if align < 4 else f"items_per_thread={items} of {dtype} is too few")
+        raise ValueError(f"vector_loads=True, but no vector load fits: {why}")
+    return width
+
+
 _plans: dict = {}
+
+
+def clear_plans() -> None:
+    """Forget every remembered plan (and the executables built on them)."""
+    _plans.clear()
 
 
 def make_plan(
@@ -118,23 +161,25 @@ def make_plan(
     device: DeviceInfo,
     tuning: Tuning = Tuning(),
     extra_partials: int = 0,
+    align: int = 0,
 ) -> Plan:
     """Lay out ``n >= 1`` elements. ``extra_partials`` is the number of values the
     driver puts before the block partials (an initial value); they force a
-    finishing pass. Plans are remembered: the same call shape plans once."""
+    finishing pass. ``align`` is :func:`address_alignment` of the input. Plans are
+    remembered: the same call shape plans once."""
     key = (n, in_dtype.char, acc_dtype.char, op_key, device.key, device.warp, tuning,
-           extra_partials)
+           extra_partials, align)
     plan = _plans.get(key)
     if plan is None:
         if len(_plans) > 4096:  # many distinct sizes: start over rather than grow
             _plans.clear()
         plan = _plans[key] = _make_plan(
-            n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials
+            n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align
         )
     return plan
 
 
-def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials) -> Plan:
+def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align) -> Plan:
     from .variants import VARIANTS
 
     name = DEFAULT_VARIANT if tuning.variant == "auto" else tuning.variant
@@ -148,7 +193,9 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials) -
             return int(tuning.items_per_thread)
         return variant.default_items or default_items(dtype)
 
-    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items_for(in_dtype))
+    items = items_for(in_dtype)
+    vector = vector_width(items, in_dtype, align, device, tuning.vector_loads)
+    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items, vector)
     for dtype in {in_dtype, acc_dtype}:
         if items_for(dtype) % variant.items_multiple:
             raise ValueError(

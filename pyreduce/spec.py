@@ -31,6 +31,8 @@ class KernelSpec:
     block: int = 256
     warp: int = 32
     items: int = 4
+    #: elements per load of the input (1: scalar loads); see pyreduce.backends.vload
+    vector: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "in_dtype", np.dtype(self.in_dtype))
@@ -45,6 +47,12 @@ class KernelSpec:
             )
         if self.items not in ITEMS_PER_THREAD:
             raise ValueError(f"items per thread {self.items} not in {ITEMS_PER_THREAD}")
+        if (self.vector not in ITEMS_PER_THREAD or self.vector > self.items
+                or self.vector * self.in_dtype.itemsize > 16):
+            raise ValueError(
+                f"vector width {self.vector} must be a power of two of at most "
+                f"items per thread ({self.items}) and 16 bytes of {self.in_dtype}"
+            )
         from .variants import VARIANTS  # late: the registry imports the factories
 
         if self.variant not in VARIANTS:
@@ -64,7 +72,8 @@ class KernelSpec:
     @property
     def label(self) -> str:
         """Short, readable name: ``warp_shuffle f4 b256 w32 i4``, or ``i1->i8`` where
-        the input and accumulator dtypes differ."""
+        the input and accumulator dtypes differ, ``v4`` where loads are vectors."""
         src, acc = self.in_dtype.str[1:], self.acc_dtype.str[1:]
         dt = src if src == acc else f"{src}->{acc}"
-        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}"
+        vec = f" v{self.vector}" if self.vector > 1 else ""
+        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}"

@@ -386,10 +386,12 @@ def test_explain_on_device_backends(gpu_backend, variant):
     plan = e.plan
     assert plan.spec.variant == variant and plan.layout == v.layout
     assert (plan.spec.block, plan.spec.warp, plan.spec.items) == (128, warp, 4)
+    # a fresh contiguous copy is 16-byte aligned: four float32 per vector load
+    assert plan.spec.vector == 4
     assert plan.grid == 3 and plan.n == 3000 and plan.chunk == 1024
     first = e.kernels[0]
     assert first.spec == plan.spec
-    assert first.name == f"pyreduce_{variant}_f4_f4_b128_w{warp}_i4"
+    assert first.name == f"pyreduce_{variant}_f4_f4_b128_w{warp}_i4_v4"
     if v.layout == "single_pass":
         assert plan.passes == 1 and len(e.kernels) == 1
     else:

@@ -1,7 +1,8 @@
 """What every Numba-style GPU backend shares (``numba.cuda``, its simulator and
 ``numba.hip``): kernels from the factories compiled into a namespace of the few
-names the generated code uses, operators compiled once per op code, scratch pools,
-the gather kernel, and launching and reading results on the module's device arrays.
+names the generated code uses, operators compiled once per op code, the plans'
+executables (:mod:`pyreduce.driver`), the gather kernel, and launching and
+reading results on the module's device arrays.
 
 A backend subclass names its kernel module (``self.gpu``), its dialect, its device
 description and, where it needs more names, its kernel namespace. Nothing here
@@ -18,13 +19,17 @@ import numpy as np
 
 from ..cache import KERNELS
 from ..codegen import Kernel, compile_module
+from ..driver import Executable, resolve
 from ..flatten import gather_source
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from ..variants import generate
 from .opcheck import check_op
 
-__all__ = ["GeneratedBackend", "ScratchPool", "carrier"]
+__all__ = ["GeneratedBackend", "carrier"]
+
+_build_lock = threading.Lock()
+_NO_CONTEXT = contextlib.nullcontext()
 
 
 def carrier(dtype: np.dtype):
@@ -33,35 +38,6 @@ def carrier(dtype: np.dtype):
     if dtype.kind == "f":
         return dtype.type
     return np.int64 if dtype.itemsize == 8 else np.int32
-
-
-class ScratchPool:
-    """Reusable device buffers, one checkout at a time, so that concurrent calls never
-    share scratch. Buffers are keyed by dtype and stream: work on one stream is
-    ordered, so a buffer returned after its launches were enqueued is safe to reuse
-    on that stream."""
-
-    def __init__(self, allocate):
-        self._allocate = allocate
-        self._free: dict = {}
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def borrow(self, n: int, dtype: np.dtype, stream_key):
-        key = (dtype.str, stream_key)
-        with self._lock:
-            free = self._free.setdefault(key, [])
-            buf = next((b for b in free if b.size >= n), None)
-            if buf is not None:
-                free.remove(buf)
-        if buf is None:
-            # results (n == 1) are read back whole; partials get some headroom
-            buf = self._allocate(n if n == 1 else max(n, 64), dtype)
-        try:
-            yield buf
-        finally:
-            with self._lock:
-                self._free[key].append(buf)
 
 
 class GeneratedBackend:
@@ -73,15 +49,34 @@ class GeneratedBackend:
 
     def __init__(self, gpu):
         self.gpu = gpu
-        self.scratch = ScratchPool(self._allocate)
-        # single-pass tickets: zeroed once, and the kernel's last block resets them
-        self.counters = ScratchPool(self._allocate_zeros)
 
-    def _allocate(self, n, dtype):
-        return self.gpu.device_array(n, dtype=dtype)
+    def allocate(self, count: int, dtype: np.dtype, zeroed: bool = False):
+        """A device buffer for a workspace. Zeroed ones are single-pass tickets:
+        zeroed once here, and reset by the kernel's last block."""
+        if zeroed:
+            return self.gpu.to_device(np.zeros(count, dtype=dtype))
+        return self.gpu.device_array(count, dtype=dtype)
 
-    def _allocate_zeros(self, n, dtype):
-        return self.gpu.to_device(np.zeros(n, dtype=dtype))
+    def executable(self, plan, monoid, device) -> Executable:
+        """The plan's :class:`~pyreduce.driver.Executable` on this backend, built
+        once (plans are remembered, so the same call shape finds it again)."""
+        found = plan.executables.get(self.name)
+        if found is None:
+            with _build_lock:
+                found = plan.executables.get(self.name)
+                if found is None:
+                    found = plan.executables[self.name] = Executable(self, plan, monoid, device)
+        return found
+
+    def prepare(self, kernel, step, buffers):
+        """A callable ``(input, output, stream)`` making ``step``'s launch with the
+        workspace ``buffers`` (:mod:`pyreduce.driver`)."""
+
+        def launch(flat, out, stream):
+            args = resolve(self, step.args, buffers, flat, out)
+            self.launch(kernel, step.grid, step.spec.block, stream, args)
+
+        return launch
 
     # --- kernels
 
@@ -96,13 +91,27 @@ class GeneratedBackend:
 
     def kernel_namespace(self, spec: KernelSpec, op) -> dict:
         """The names a generated kernel module uses (see :mod:`pyreduce.codegen`)."""
-        return {
+        names = {
             "gpu": self.gpu,
             "op": op,
             "acc_t": spec.acc_dtype.type,
             "carry_t": carrier(spec.acc_dtype),
             "i32": np.int32,
         }
+        width = 2
+        while width <= spec.vector:  # a factory may load a run narrower than the spec's
+            names[f"vload{width}"] = self.vector_load(width)
+            width *= 2
+        return names
+
+    def vector_load(self, count: int):
+        """``vload<count>`` for this backend's kernels; only asked for where the
+        device's ``vector_bytes`` allows one."""
+        raise NotImplementedError(f"the {self.name} backend has no vector loads")
+
+    def alignment(self, flat) -> int:
+        """:func:`pyreduce.planner.address_alignment` of a flat device array."""
+        return 0
 
     def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
         def build():
@@ -127,15 +136,45 @@ class GeneratedBackend:
 
         return KERNELS.get((self.name, "gather", ndim), build)
 
-    def _gather(self, arr, stream, block, grid):
+    #: the gather kernel's block size and most blocks
+    gather_block, gather_grid = 256, 1024
+
+    def _gather(self, arr, stream):
         """Copy an N-D device array into a new C-order 1-D one."""
         flat = self.gpu.device_array(arr.size, dtype=arr.dtype, stream=stream)
+        block = self.gather_block
+        grid = min(-(-arr.size // block), self.gather_grid)
         with self.launch_context(self.device().warp):
             self.gather_kernel(arr.ndim)[grid, block, stream](arr, flat)
         return flat
 
+    # --- the input
+
+    def launch_stream(self, stream, info):
+        """What this backend launches on: the caller's ``stream`` (None: the default)."""
+        return stream or 0
+
+    def as_device_array(self, x):
+        """``x`` as an array of this backend's kernel module."""
+        return x
+
+    def flat_input(self, info, stream):
+        """The input (:class:`pyreduce.interop.Input`) as a flat device array in C
+        order: a view where it is one, else a gathered copy; host arrays are copied."""
+        if not info.on_device:
+            return self.to_device(info.host, stream)
+        arr = self.as_device_array(info.device)
+        if arr.ndim == 1:
+            return arr
+        if arr.ndim == 0 or arr.is_c_contiguous():
+            return arr.reshape(arr.size)
+        return self._gather(arr, stream)
+
+    def to_device(self, host: np.ndarray, stream):
+        return self.gpu.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
+
     def launch_context(self, warp: int):
-        return contextlib.nullcontext()
+        return _NO_CONTEXT
 
     # --- launching and memory, on the module's device arrays (overridden on CUDA)
 

@@ -122,6 +122,10 @@ class CpuBackend:
         self._pool_lock = threading.Lock()
         self.threads = max(1, min(os.cpu_count() or 1, 32))
 
+    def launch_stream(self, stream, info):
+        """Nothing to launch on a device: streams do not apply."""
+        return None
+
     def _executor(self):
         with self._pool_lock:
             if self._pool is None:

@@ -3,8 +3,8 @@
 A call through Numba's dispatcher re-types every argument, wraps arrays in device
 array objects and builds a launch configuration each time: tens of microseconds
 before the GPU sees anything. Here a kernel is compiled once per argument
-signature (by Numba), and each later launch hands ``cuda.core`` the argument list
-already flattened the way Numba's array ABI lays it out:
+signature (by Numba), and each launch hands ``cuLaunchKernel`` a parameter
+buffer prepared once, laid out the way Numba's array ABI expects:
 ``meminfo, parent, nitems, itemsize, data, shape, strides`` for a 1-D array, one
 value per scalar. Arrays travel as :class:`DeviceView` (pointer, length, stride),
 read straight from ``__cuda_array_interface__``.
@@ -12,23 +12,27 @@ read straight from ``__cuda_array_interface__``.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
 import numpy as np
 
-__all__ = ["DeviceView", "view_of", "FastKernel", "core_stream", "read_scalar", "write_scalar"]
+__all__ = [
+    "DeviceView", "view_from", "view_of", "stream_handle", "PreparedLaunch", "read_scalar",
+    "write_scalar",
+]
 
 
-@dataclasses.dataclass(frozen=True)
 class DeviceView:
-    """A 1-D window of device memory. ``owner`` keeps the memory alive."""
+    """A 1-D window of device memory. ``owner`` keeps the memory alive. (A plain
+    class: one is made on every call, and a frozen dataclass costs a microsecond.)"""
 
-    ptr: int
-    size: int
-    stride: int  # bytes, may be negative
-    dtype: np.dtype
-    owner: object = None
+    __slots__ = ("ptr", "size", "stride", "dtype", "owner")
+
+    def __init__(self, ptr: int, size: int, stride: int, dtype: np.dtype, owner=None):
+        self.ptr, self.size, self.stride, self.dtype, self.owner = ptr, size, stride, dtype, owner
+
+    def __repr__(self):
+        return f"DeviceView(ptr={self.ptr:#x}, size={self.size}, stride={self.stride}, dtype={self.dtype})"
 
     @property
     def layout(self) -> str:
@@ -48,96 +52,120 @@ class DeviceView:
         return types.Array(from_dtype(self.dtype), 1, self.layout)
 
 
-def view_of(x, dtype: np.dtype | None = None) -> DeviceView | None:
-    """A view of a device array in C order, or None when that needs a copy (an N-D
-    array that is not C-contiguous)."""
-    cai = x.__cuda_array_interface__
-    dt = np.dtype(dtype or cai["typestr"])
-    shape = tuple(cai["shape"])
-    strides = cai.get("strides")
+def view_from(fields, owner, stream=0) -> DeviceView | None:
+    """A view in C order of the device array ``owner`` described by ``fields``
+    (:class:`pyreduce.interop.DeviceFields`), or None when that needs a copy (an
+    N-D array that is not C-contiguous). Before it is read on ``stream``, the
+    producer's stream is synchronized if it is another one (the CUDA Array
+    Interface's rule; 1 and 2 name the default streams, which need nothing)."""
+    dt, shape, strides = fields.dtype, fields.shape, fields.strides
+    producer = fields.stream
+    if producer is not None and producer not in (1, 2) and producer != stream:
+        _check(cuda_driver().cuStreamSynchronize(producer))
     size = 1
     for extent in shape:
         size *= extent
-    ptr = cai["data"][0] or 0
-    _sync_producer(cai)
     if len(shape) == 1 and strides is not None:
-        return DeviceView(ptr, size, strides[0], dt, x)
+        return DeviceView(fields.ptr, size, strides[0], dt, owner)
     if strides is not None:  # N-D with explicit strides: C-contiguous after all?
         expect = dt.itemsize
         for extent, stride in zip(reversed(shape), reversed(strides)):
             if extent > 1 and stride != expect:
                 return None
             expect *= extent
-    return DeviceView(ptr, size, dt.itemsize, dt, x)
+    return DeviceView(fields.ptr, size, dt.itemsize, dt, owner)
 
 
-def _sync_producer(cai) -> None:
-    """CAI v3: a producer's stream other than the legacy (1) or per-thread (2)
-    default must be synchronized before the data may be read (as Numba does)."""
-    stream = cai.get("stream")
-    if stream not in (None, 1, 2):
-        from cuda.bindings import driver as cu
+def view_of(x) -> DeviceView | None:
+    """:func:`view_from` for a device array of any kind."""
+    from ..interop import device_fields
 
-        cu.cuStreamSynchronize(stream)
+    return view_from(device_fields(x), x)
 
 
-_streams: dict = {}
-_streams_lock = threading.Lock()
+def stream_handle(stream) -> int:
+    """The CUDA handle of a stream given as an int, a Numba stream, a CuPy stream
+    (``.ptr``) or a PyTorch stream (``.cuda_stream``); 0 for the default stream."""
+    if not stream:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("ptr", "cuda_stream"):
+        handle = getattr(stream, attr, None)
+        if handle is not None:
+            return int(handle)
+    return int(stream)
 
 
-def core_stream(stream):
-    """The ``cuda.core`` stream for a Numba stream (or 0), created once."""
-    key = 0 if not stream else int(stream)
-    found = _streams.get(key)
-    if found is None:
-        from numba.cuda.cudadrv.driver import _to_core_stream
+class PreparedLaunch:
+    """One step of a schedule (:mod:`pyreduce.driver`) bound to a workspace.
 
-        found = _to_core_stream(stream)
-        with _streams_lock:
-            _streams[key] = found
-    return found
+    Every argument in Numba's ABI is 8 bytes, so the parameters live in one int64
+    array, with a second array of pointers to them (what ``kernelParams`` is). Per
+    call only the input's pointer, length and stride and the output's pointer are
+    written; the kernel is compiled by Numba once per input dtype and layout.
+    """
 
+    def __init__(self, kernel, step, buffers):
+        from ..driver import INPUT, OUTPUT, Ref
 
-class FastKernel:
-    """One compiled signature of a Numba kernel, launched through ``cuda.core``."""
+        self.kernel, self.grid, self.block = kernel, step.grid, step.spec.block
+        self.input_at = self.output_at = None
+        values, types = [], []
+        for a in step.args:
+            if a is INPUT or a is OUTPUT:
+                if a is INPUT:
+                    self.input_at = len(values)
+                else:
+                    self.output_at = len(values)
+                values.extend((0,) * 7)
+                types.append(a)
+                continue
+            if isinstance(a, Ref):
+                a = buffers[a.buffer].slice(a.start, a.stop)
+            if isinstance(a, DeviceView):
+                values.extend(a.args())
+                types.append(a.numba_type())
+            else:
+                values.append(int(a))
+                types.append(None)
+        self.values = np.array(values, dtype=np.int64)
+        # the values' addresses: the array of pointers cuLaunchKernel reads
+        self.pointers = np.arange(len(values), dtype=np.uint64) * 8 + self.values.ctypes.data
+        self.params = int(self.pointers.ctypes.data)
+        self._types = tuple(types)
+        self._handles: dict = {}
 
-    def __init__(self, dispatcher, argtypes: tuple):
-        from cuda.core import LaunchConfig, launch
+    def _compile(self, flat, out):
+        """The kernel for this input's dtype and layout, compiled on first use."""
+        from numba.cuda import types as nt
 
-        compiled = dispatcher.compile(argtypes)
-        self._kernel = compiled._codelibrary.get_cufunc().kernel
-        self._launch = launch
-        self._config = LaunchConfig
-        self._configs: dict = {}
+        from ..driver import INPUT, OUTPUT
 
-    def __call__(self, grid: int, block: int, stream, args: tuple) -> None:
-        config = self._configs.get((grid, block))
-        if config is None:
-            config = self._configs[(grid, block)] = self._config(grid=grid, block=block)
-        self._launch(core_stream(stream), config, self._kernel, *args)
+        sig = tuple(
+            flat.numba_type() if t is INPUT else out.numba_type() if t is OUTPUT
+            else nt.int64 if t is None else t
+            for t in self._types
+        )
+        compiled = self.kernel.fn.compile(sig)
+        handle = compiled._codelibrary.get_cufunc().handle
+        self._handles[(flat.dtype.char, flat.layout)] = handle
+        return handle
 
-
-def flatten_args(args) -> tuple:
-    """Kernel arguments in Numba's ABI: views expand to seven values."""
-    out = []
-    for a in args:
-        if isinstance(a, DeviceView):
-            out.extend(a.args())
-        else:
-            out.append(int(a))
-    return tuple(out)
-
-
-def signature_key(args) -> tuple:
-    """A cheap key for the argument types of ``args``: one per compiled signature."""
-    return tuple((a.dtype.char, a.layout) if isinstance(a, DeviceView) else "i8" for a in args)
-
-
-def signature(args) -> tuple:
-    """The Numba argument types of ``args`` (views and int64 scalars)."""
-    from numba.cuda import types
-
-    return tuple(a.numba_type() if isinstance(a, DeviceView) else types.int64 for a in args)
+    def __call__(self, flat, out, stream) -> None:
+        v = self.values
+        i = self.input_at
+        if i is not None:
+            v[i + 2] = v[i + 5] = flat.size
+            v[i + 4] = flat.ptr
+            v[i + 6] = flat.stride
+        if self.output_at is not None:
+            v[self.output_at + 4] = out.ptr
+        handle = self._handles.get((flat.dtype.char, flat.layout)) or self._compile(flat, out)
+        err, = cuda_driver().cuLaunchKernel(handle, self.grid, 1, 1, self.block, 1, 1, 0,
+                                    int(stream) if stream else 0, self.params, 0)
+        if err != _SUCCESS:
+            _check((err,))
 
 
 _local = threading.local()
@@ -145,8 +173,7 @@ _local = threading.local()
 
 def read_scalar(view: DeviceView, stream):
     """Copy ``view[0]`` to the host and wait for it."""
-    from cuda.bindings import driver as cu
-
+    cu = cuda_driver()
     buf = getattr(_local, "buf", None)
     if buf is None:
         buf = _local.buf = np.empty(16, dtype=np.uint8)  # holds any scalar
@@ -162,8 +189,7 @@ def read_scalar(view: DeviceView, stream):
 
 def write_scalar(view: DeviceView, value, stream) -> None:
     """Write ``value`` to ``view[0]`` (stream-ordered)."""
-    from cuda.bindings import driver as cu
-
+    cu = cuda_driver()
     host = np.asarray([value], dtype=view.dtype)
     if stream:
         _check(cu.cuMemcpyHtoDAsync(view.ptr, host.ctypes.data, host.nbytes, int(stream)))
@@ -172,10 +198,23 @@ def write_scalar(view: DeviceView, value, stream) -> None:
         _check(cu.cuMemcpyHtoD(view.ptr, host.ctypes.data, host.nbytes))
 
 
+_CU = None
+_SUCCESS = None
+
+
+def cuda_driver():
+    """``cuda.bindings.driver``, imported on first use (the simulator has none)."""
+    global _CU, _SUCCESS
+    if _CU is None:
+        from cuda.bindings import driver
+
+        _SUCCESS = driver.CUresult.CUDA_SUCCESS
+        _CU = driver
+    return _CU
+
+
 def _check(result) -> None:
     err = result[0] if isinstance(result, tuple) else result
     if int(err) != 0:
-        from cuda.bindings import driver as cu
-
-        _, name = cu.cuGetErrorName(err)
+        _, name = cuda_driver().cuGetErrorName(err)
         raise RuntimeError(f"CUDA driver call failed: {name.decode() if name else err}")

@@ -144,14 +144,3 @@ class HipBackend(GeneratedBackend):
         if type(x).__module__.startswith("numba.hip"):
             return x
         return self.hip.as_cuda_array(x)
-
-    def flat_view(self, arr, stream):
-        """A 1-D array in the C order of ``arr``: a view, or a gathered copy."""
-        if arr.ndim == 1:
-            return arr
-        if arr.ndim == 0 or arr.is_c_contiguous():
-            return arr.reshape(arr.size)
-        return self._gather(arr, stream, block=256, grid=min(-(-arr.size // 256), 1024))
-
-    def to_device(self, host: np.ndarray, stream):
-        return self.hip.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)

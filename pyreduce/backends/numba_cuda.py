@@ -15,13 +15,13 @@ import threading
 
 import numpy as np
 
-from ..planner import DeviceInfo
+from ..planner import DeviceInfo, address_alignment
 from .base import GeneratedBackend, carrier
+from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
 from .opcheck import check_op
 from .fastpath import (
-    DeviceView, FastKernel, flatten_args, read_scalar, signature, signature_key, view_of,
-    write_scalar,
+    PreparedLaunch, cuda_driver, read_scalar, stream_handle, view_from, view_of, write_scalar,
 )
 
 __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
@@ -59,7 +59,15 @@ class SimBackend(NumbaCudaBackend):
 
         w = warp or simwarp.get_warp_size()
         # Small on purpose: every simulated thread is a Python thread.
-        return DeviceInfo("CUDA simulator", ("sim",), 2, 2 * w, 1, w, 2 * w)
+        return DeviceInfo("CUDA simulator", ("sim",), 2, 2 * w, 1, w, 2 * w,
+                          vector_bytes=VECTOR_BYTES)
+
+    def vector_load(self, count: int):
+        return sim_vload(count)
+
+    def alignment(self, flat) -> int:
+        host = flat._ary  # the simulator's device arrays wrap a NumPy array
+        return address_alignment(host.ctypes.data, host.strides[0] == host.itemsize)
 
     @contextlib.contextmanager
     def launch_context(self, warp: int):
@@ -85,43 +93,37 @@ class SimBackend(NumbaCudaBackend):
 
         return widened
 
+    gather_block, gather_grid = 32, 2  # each simulated thread is a Python thread
+
     def as_device_array(self, x):
         if not hasattr(x, "_ary"):
             raise TypeError(f"the simulator cannot use a {type(x).__name__}: pass a host array")
         return x
 
-    def flat_view(self, arr, stream):
-        """A 1-D array in the C-order of ``arr``: a view, or a gathered copy."""
-        if arr.ndim == 1:
-            return arr
-        if arr.ndim == 0 or arr.is_c_contiguous():
-            return arr.reshape(arr.size)
-        return self._gather(arr, stream, block=32, grid=2)
-
-    def to_device(self, host: np.ndarray, stream):
-        return self.cuda.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
-
 
 class CudaBackend(NumbaCudaBackend):
-    """A real GPU. Kernels are compiled by Numba but launched through ``cuda.core``
-    with prepared arguments (:mod:`pyreduce.backends.fastpath`); arrays travel as
+    """A real GPU. Kernels are compiled by Numba but launched with
+    ``cuLaunchKernel`` from prepared parameter buffers
+    (:mod:`pyreduce.backends.fastpath`); arrays travel as
     :class:`~pyreduce.backends.fastpath.DeviceView`."""
 
     name = "cuda"
 
-    def __init__(self):
-        super().__init__()
-        self._fast: dict = {}
-        self._fast_lock = threading.Lock()
+    def allocate(self, count, dtype, zeroed=False):
+        return view_of(super().allocate(count, dtype, zeroed))
 
-    def _allocate(self, n, dtype):
-        return view_of(super()._allocate(n, dtype))
-
-    def _allocate_zeros(self, n, dtype):
-        return view_of(super()._allocate_zeros(n, dtype))
+    def prepare(self, kernel, step, buffers):
+        return PreparedLaunch(kernel, step, buffers)
 
     def device(self, warp: int | None = None) -> DeviceInfo:
-        return self._gpu_info(self.cuda.get_current_device().id)
+        if warp not in (None, 32):
+            raise ValueError(f"warp size {warp} is not this GPU's (32)")
+        cu = cuda_driver()
+        err, dev = cu.cuCtxGetDevice()
+        if int(err):  # no context current in this thread yet: let Numba make one
+            self.cuda.current_context()
+            err, dev = cu.cuCtxGetDevice()
+        return self._gpu_info(int(dev))
 
     @functools.lru_cache(maxsize=None)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
@@ -153,34 +155,38 @@ class CudaBackend(NumbaCudaBackend):
             max_blocks_per_sm=limits.max_blocks,
             warp=dev.WARP_SIZE,
             limits=limits,
+            vector_bytes=VECTOR_BYTES,
         )
 
-    def launch_context(self, warp: int):
-        if warp != 32:
-            raise ValueError(f"warp size {warp} is not this GPU's (32)")
-        return contextlib.nullcontext()
+    def vector_load(self, count: int):
+        return cuda_vload(count)
 
-    def as_device_array(self, x):
-        """A view of ``x`` when its C order is one, else a Numba array to gather."""
-        return view_of(x) or self.cuda.as_cuda_array(x)
+    def alignment(self, flat) -> int:
+        return address_alignment(flat.ptr, flat.stride == flat.dtype.itemsize)
 
-    def flat_view(self, arr, stream):
-        if isinstance(arr, DeviceView):
-            return arr
-        return view_of(self._gather(arr, stream, block=256, grid=min(-(-arr.size // 256), 1024)))
+    def launch_stream(self, stream, info) -> int:
+        """The caller's stream, as a handle; by default the stream the input's
+        producer works on (CuPy's or PyTorch's current stream), so the reduction
+        is ordered after the work that made its input without a synchronization."""
+        if stream is None:
+            fields = info.fields
+            producer = None if fields is None else fields.stream
+            return 0 if producer in (None, 1) else producer
+        return stream_handle(stream)
 
-    def to_device(self, host: np.ndarray, stream):
-        dev = self.cuda.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
-        return view_of(dev)
+    def _numba_stream(self, handle: int):
+        """A Numba stream object for ``handle`` (Numba's own calls need one)."""
+        return self.cuda.external_stream(handle) if handle else 0
 
-    def launch(self, kernel, grid, block, stream, args):
-        key = (kernel, signature_key(args))
-        fast = self._fast.get(key)
-        if fast is None:
-            with self._fast_lock:
-                fast = self._fast.get(key) or FastKernel(kernel.fn, signature(args))
-                self._fast[key] = fast
-        fast(grid, block, stream, flatten_args(args))
+    def flat_input(self, info, stream):
+        if not info.on_device:
+            # a synchronous copy: complete before any stream reads it
+            return view_of(self.cuda.to_device(np.ascontiguousarray(info.host).reshape(-1)))
+        view = view_from(info.fields, info.device, stream)
+        if view is None:  # N-D and not C-contiguous: gather it into C order
+            arr = self.cuda.as_cuda_array(info.device)
+            view = view_of(self._gather(arr, self._numba_stream(stream)))
+        return view
 
     def slice(self, buf, start, stop):
         return buf.slice(start, stop)
@@ -189,7 +195,7 @@ class CudaBackend(NumbaCudaBackend):
         write_scalar(buf, value, stream)
 
     def new_result(self, dtype: np.dtype, stream):
-        return view_of(self.cuda.device_array(1, dtype=dtype, stream=stream))
+        return view_of(self.cuda.device_array(1, dtype=dtype))
 
     def result_array(self, buf):
         return buf.owner

@@ -35,17 +35,29 @@ def block_range(dialect) -> str:
 
 
 def fold_items(
-    spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x", count: int | None = None
+    spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
+    count: int | None = None, vector: int = 1,
 ) -> str:
     """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
     in order into ``dst``, unrolled.
 
     With ``end`` given, items at or past ``end`` are skipped (the caller ensures
-    ``first < end``, so ``dst`` always holds at least one element).
+    ``first < end``, so ``dst`` always holds at least one element). Without it the
+    items are read ``vector`` at a time with ``vloadN`` (``first`` must then be a
+    multiple of ``vector``, and ``src`` aligned: only the kernel input qualifies).
     """
-    lines = [f"{dst} = acc_t({src}[{first}])"]
-    for k in range(1, spec.items if count is None else count):
-        step = f"{dst} = {combine(dst, f'acc_t({src}[{first} + {k}])')}"
+    count = spec.items if count is None else count
+    width = min(vector, count) if end is None else 1
+    if width > 1:
+        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
+                 for k in range(0, count, width)]
+        item = [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
+    else:
+        loads = []
+        item = [f"{src}[{first}{f' + {k}' if k else ''}]" for k in range(count)]
+    lines = loads + [f"{dst} = acc_t({item[0]})"]
+    for k in range(1, count):
+        step = f"{dst} = {combine(dst, f'acc_t({item[k]})')}"
         lines.append(step if end is None else f"if {first} + {k} < {end}:\n    {step}")
     return "\n".join(lines)
 

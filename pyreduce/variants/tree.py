@@ -101,7 +101,7 @@ def _load(spec: KernelSpec, opt: Options) -> str:
                 sdata[${slot}] = v
             """,
             r=r, R=run, TILE=spec.tile, slot=slot,
-            full=snippet(fold_items(spec, "v", "i", None, count=run), 1),
+            full=snippet(fold_items(spec, "v", "i", None, count=run, vector=spec.vector), 1),
             tail=snippet(fold_items(spec, "v", "i", "bend", count=run), 1),
         ))
     return "\n".join(p.strip("\n") for p in parts)

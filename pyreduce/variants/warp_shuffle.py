@@ -30,14 +30,14 @@ class Options:
     tiles: int = 1
 
 
-def _multi_tile(spec: KernelSpec, dialect, src: str, tiles: int) -> str:
+def _multi_tile(spec: KernelSpec, dialect, src: str, tiles: int, vector: int) -> str:
     """A loop over ``tiles`` warp tiles at a time: all loads first, then the
     reductions, then the tiles folded into ``acc`` in order."""
     w, i = spec.warp, spec.items
     loads, reduces, folds = [], [], []
     for u in range(tiles):
         loads.append(f"i = base + {u * w * i} + lane * {i}")
-        loads.append(fold_items(spec, f"t{u}", "i", None, src))
+        loads.append(fold_items(spec, f"t{u}", "i", None, src, vector=vector))
         reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
         first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
             else f"acc = {combine('acc', f't{u}')}"
@@ -47,10 +47,12 @@ def _multi_tile(spec: KernelSpec, dialect, src: str, tiles: int) -> str:
 
 
 def _block_result(
-    spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1
+    spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
+    vector: int = 1,
 ) -> str:
     """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
-    ``n``) in ``v`` of thread 0. Uses locals ``tid``, ``lane``, ``warp``, ``partials``."""
+    ``n``) in ``v`` of thread 0. Uses locals ``tid``, ``lane``, ``warp``, ``partials``.
+    Full warp tiles are read ``vector`` elements at a time."""
     w, i = spec.warp, spec.items
     return render(
         """
@@ -95,9 +97,9 @@ def _block_result(
         ${reduce_warps}
         """,
         src=src, n=n, bstart=bstart, chunk=chunk,
-        multi=_multi_tile(spec, dialect, src, tiles) if tiles > 1 else "",
+        multi=_multi_tile(spec, dialect, src, tiles, vector) if tiles > 1 else "",
         W=w, I=i, I1=i - 1, NW=spec.warps, WTILE=w * i,
-        fold_full=snippet(fold_items(spec, "v", "i", None, src), 1),
+        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector), 1),
         reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
         combine_acc=combine("acc", "v"),
         fold_tail=snippet(fold_items(spec, "v", "i", "end", src), 2),
@@ -127,7 +129,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         W=spec.warp,
         shared=dialect.shared_array(spec.warps),
         body=snippet(_block_result(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
-                                   "chunk", options.tiles), 1),
+                                   "chunk", options.tiles, spec.vector), 1),
     )
     if not options.last_block:
         return head + snippet(f"if tid == 0:\n    out[{dialect.block_idx()}] = v", 1) + "\n"
