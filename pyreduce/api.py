@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from . import backends
 from .interop import inspect
+from .backends.base import check_out
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
+from .variants import VARIANTS
 
 __all__ = ["reduce", "sum", "prod", "max", "min", "Reduce"]
 
@@ -23,6 +23,7 @@ def reduce(
     dtype=None,
     backend: str = "auto",
     device_result: bool = False,
+    out=None,
     stream=None,
     variant: str = "auto",
     block_size: int | None = None,
@@ -51,8 +52,12 @@ def reduce(
             the logical ops). Input values are cast to it as they are loaded.
         backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce[rocm]``; compiled
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
-        device_result: return a 1-element device array instead of a NumPy scalar
-            (GPU backends).
+        device_result: return the result as a 0-d device array instead of a NumPy
+            scalar (GPU backends): a CuPy array for a CuPy input, a PyTorch tensor
+            for a PyTorch one, a Numba device array otherwise.
+        out: an array of one element and the result's dtype to write the result
+            into, returned: a NumPy array, or a device array (GPU backends; written
+            on the device, with no allocation).
         stream: the CUDA stream to launch on: a Numba, CuPy or PyTorch stream or
             a handle. ``None`` (default): the stream the input's producer works on
             (CuPy's or PyTorch's current stream; the default stream otherwise),
@@ -79,15 +84,16 @@ def reduce(
         >>> float(pyreduce.reduce(np.arange(5.0), max, backend="cpu"))
         4.0
     """
-    return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, stream,
-                   variant, block_size, items_per_thread, warp_size, max_blocks, vector_loads)
+    return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
+                   stream, variant, block_size, items_per_thread, warp_size, max_blocks,
+                   vector_loads)
 
 
 _DEFAULT_TUNING = Tuning()
 
 
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
-            device_result=False, stream=None, variant="auto", block_size=None,
+            device_result=False, out=None, stream=None, variant="auto", block_size=None,
             items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None):
     """:func:`reduce` of an inspected input (the named reductions inspect first)."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
@@ -97,45 +103,53 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     else:  # checked here, whatever the backend and size, so a typo never passes silently
         tuning = Tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
                         vector_loads)
-    return prepare(info, monoid, initial, backend, tuning, stream).run(device_result)
+    return prepare(info, monoid, initial, backend, tuning, stream).run(device_result, out)
 
 
-@dataclasses.dataclass
 class Prepared:
     """A reduction with every decision taken and nothing launched yet: the backend,
     the operator, and on a GPU backend the flat device input and the plan. ``run``
     performs it; :func:`pyreduce.explain` reads it."""
 
-    backend: object
-    monoid: Monoid
-    info: object
-    initial: object
-    stream: object
-    device: object = None
-    flat: object = None
-    plan: object = None
+    __slots__ = ("backend", "monoid", "info", "initial", "stream", "device", "flat", "plan")
 
-    def run(self, device_result: bool = False):
+    def __init__(self, backend, monoid: Monoid, info, initial, stream):
+        self.backend, self.monoid, self.info = backend, monoid, info
+        self.initial, self.stream = initial, stream
+        self.device = self.flat = self.plan = None
+
+    def run(self, device_result: bool = False, out=None):
         be, monoid, stream = self.backend, self.monoid, self.stream
-        if device_result and be.name == "cpu":
-            raise ValueError("device_result=True needs a GPU backend, not 'cpu'")
+        if out is not None and device_result:
+            raise ValueError("pass out= or device_result=True, not both")
+        if isinstance(out, np.ndarray):  # a host array: the value, copied in
+            check_out(out.shape, out.dtype, monoid.dtype)
+            out[...] = self.run()
+            return out
+        user = buffer = None
+        if out is not None or device_result:
+            if be.name == "cpu":
+                what = "device_result=True" if device_result else "a device out= array"
+                raise ValueError(f"{what} needs a GPU backend, not 'cpu'")
+            if out is not None:
+                user, buffer = out, be.out_buffer(out, monoid.dtype)
+            else:
+                user, buffer = be.new_result(monoid.dtype, stream, self.info)
         if self.info.size == 0:
             value = self.initial if self.initial is not None else monoid.empty_result()
             value = monoid.dtype.type(value)
-            if not device_result:
+            if buffer is None:
                 return value
-            out = be.new_result(monoid.dtype, stream)
-            be.put_value(out, value, stream)
-            return be.result_array(out)
+            be.put_value(buffer, value, stream)
+            return user
         if be.name == "cpu":
             host = self.info.host if self.info.host is not None else _to_host(self.info.device)
             return be.reduce(host, monoid, self.initial)
         run = be.executable(self.plan, monoid, self.device)
-        if not device_result:
+        if buffer is None:
             return run(self.flat, stream, self.initial)
-        out = be.new_result(monoid.dtype, stream)
-        run(self.flat, stream, self.initial, out)
-        return be.result_array(out)
+        run(self.flat, stream, self.initial, buffer)
+        return user
 
 
 def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prepared:
@@ -161,8 +175,6 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prep
 
 
 def _needs_commutative(variant: str) -> bool:
-    from .variants import VARIANTS
-
     return VARIANTS[variant].commutative_only
 
 
@@ -237,11 +249,7 @@ class Reduce:
         init = dtype.type(init)
         if arr.size < 1:
             return init
-        result = reduce(
-            arr, self._functor, initial=init, backend=backend,
-            device_result=res is not None, stream=stream,
-        )
         if res is None:
-            return result
-        res[:1].copy_to_device(result, stream=stream)
+            return reduce(arr, self._functor, initial=init, backend=backend, stream=stream)
+        reduce(arr, self._functor, initial=init, backend=backend, out=res[:1], stream=stream)
         return None

@@ -112,7 +112,7 @@ class Executable:
             be = self.backend
             buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
                        for name, count, dt, zeroed in self.schedule.buffers}
-            buffers["result"] = be.allocate(1, self.plan.spec.acc_dtype, False)
+            buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype)
             steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
             return pool, Workspace(buffers, steps)
 

@@ -74,10 +74,16 @@ def _read_cai(x) -> DeviceFields:
 
 
 def _read_cupy(x) -> DeviceFields:
+    s = _cupy_stream().ptr
+    return DeviceFields(x.data.ptr, x.shape, x.strides, x.dtype, s if s else None)
+
+
+def _cupy_stream():
+    global _cupy_stream
     import cupy
 
-    s = cupy.cuda.get_current_stream().ptr
-    return DeviceFields(x.data.ptr, x.shape, x.strides, x.dtype, s if s else None)
+    _cupy_stream = cupy.cuda.get_current_stream  # later calls go straight to CuPy
+    return _cupy_stream()
 
 
 _TORCH_DTYPES: dict = {}
@@ -96,13 +102,19 @@ def _read_torch(x) -> DeviceFields | None:
             return _read_cai(x)  # let the interface name (or refuse) the dtype
         _TORCH_DTYPES[x.dtype] = dt
     try:
-        import torch
-
-        s = torch._C._cuda_getCurrentRawStream(x.device.index)
+        s = _torch_stream(x.device.index)
     except (AttributeError, RuntimeError):  # a PyTorch without the raw call
         s = x.__cuda_array_interface__.get("stream")
     strides = tuple(k * dt.itemsize for k in x.stride())
     return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s if s else None)
+
+
+def _torch_stream(index):
+    global _torch_stream
+    import torch
+
+    _torch_stream = torch._C._cuda_getCurrentRawStream  # later calls go straight to it
+    return _torch_stream(index)
 
 
 def _read_numba(x) -> DeviceFields:
@@ -123,23 +135,21 @@ def _reader_for(cls):
     return _read_cai
 
 
-_READERS: dict = {}
+_READERS: dict = {}  # type -> (reader, kind)
+
+
+def _reader(cls):
+    found = _READERS.get(cls)
+    if found is None:
+        kind = next((k for k in ("cupy", "torch", "numba") if cls.__module__.startswith(k)),
+                    "cai")
+        found = _READERS[cls] = (_reader_for(cls), kind)
+    return found
 
 
 def device_fields(x) -> DeviceFields | None:
     """The :class:`DeviceFields` of ``x``, or None if it is not a device array."""
-    reader = _READERS.get(type(x))
-    if reader is None:
-        reader = _READERS[type(x)] = _reader_for(type(x))
-    return reader(x)
-
-
-def _kind(cls) -> str:
-    module = cls.__module__
-    for kind in ("cupy", "torch", "numba"):
-        if module.startswith(kind):
-            return kind
-    return "cai"
+    return _reader(type(x))[0](x)
 
 
 # --- classification -------------------------------------------------------
@@ -152,10 +162,11 @@ def inspect(x) -> Input:
     # hasattr on the instance: a PyTorch CPU tensor's class has the property, but
     # reading it raises AttributeError
     if type(x) in _READERS or hasattr(x, "__cuda_array_interface__"):
-        fields = device_fields(x)
+        reader, kind = _reader(type(x))
+        fields = reader(x)
         if fields is not None:
             return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
-                         kind=_kind(type(x)))
+                         kind=kind)
     if _is_simulator_array(x):
         return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
     if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float

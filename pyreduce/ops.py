@@ -160,8 +160,13 @@ def _builtin_name(op) -> str | None:
     return None
 
 
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+
+
 def check_dtype(dtype, what: str = "input") -> np.dtype:
     """The dtype as ``np.dtype`` if the kernels support it, else a TypeError."""
+    if dtype in _SUPPORTED:  # already a supported np.dtype: the common case, first
+        return dtype
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:

@@ -145,7 +145,7 @@ def test_device_results_from_concurrent_calls_are_independent(gpu_backend):
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         outs = list(pool.map(call, range(12)))
     for k, out in outs:
-        assert out.copy_to_host()[0] == k * (100 + k)
+        assert out.copy_to_host()[()] == k * (100 + k)
 
 
 def test_cache_clear_during_calls(backend):

@@ -92,7 +92,7 @@ def test_numba_device_arrays_and_views():
     # auto picks the device of a device input
     assert pyreduce.sum(d) == host.sum()
     out = pyreduce.max(d, device_result=True)
-    assert cuda.is_cuda_array(out) and out.copy_to_host()[0] == host.max()
+    assert cuda.is_cuda_array(out) and out.copy_to_host()[()] == host.max()
 
 
 # --------------------------------------------------------------------------

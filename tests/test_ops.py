@@ -290,30 +290,79 @@ def test_device_result_holds_the_value(gpu_backend):
 
     x = np.arange(1, 1001, dtype=np.int32)
     out = pyreduce.sum(x, device_result=True, **kw(gpu_backend))
+    # a host input gives a Numba device array, 0-d like np.sum's result
     assert hasattr(out, "copy_to_host") and not isinstance(out, np.ndarray)
     host = out.copy_to_host()
-    assert host.shape == (1,) and host.dtype == np.int64 and host[0] == 500500
+    assert host.shape == () and host.dtype == np.int64 and host[()] == 500500
     out = pyreduce.reduce(x, last_nonzero, device_result=True, initial=5, **kw(gpu_backend))
-    assert out.copy_to_host()[0] == 1000
+    assert out.copy_to_host()[()] == 1000
     # single block, no finishing pass
     out = pyreduce.reduce(x[:10], first_nonzero, device_result=True, **kw(gpu_backend))
-    assert out.copy_to_host()[0] == 1
+    assert out.copy_to_host()[()] == 1
     # empty: the identity / initial, on the device
     out = pyreduce.sum(np.zeros(0, np.float32), device_result=True, **kw(gpu_backend))
-    assert out.copy_to_host().tolist() == [0.0] and out.dtype == np.float32
+    assert out.copy_to_host()[()] == 0.0 and out.dtype == np.float32
     out = pyreduce.max(np.zeros(0), initial=-3.0, device_result=True, **kw(gpu_backend))
-    assert out.copy_to_host().tolist() == [-3.0]
+    assert out.copy_to_host()[()] == -3.0
     # and a device input
     d = cuda.to_device(x.reshape(40, 25).T)
     out = pyreduce.reduce(d, last_nonzero, device_result=True, **kw(gpu_backend))
-    assert out.copy_to_host()[0] == x.reshape(40, 25).T.ravel()[-1]
+    assert out.copy_to_host()[()] == x.reshape(40, 25).T.ravel()[-1]
 
 
 def test_device_result_results_are_independent(gpu_backend):
     """Two device results must not share storage."""
     a = pyreduce.sum(np.ones(10), device_result=True, **kw(gpu_backend))
     b = pyreduce.sum(np.ones(20), device_result=True, **kw(gpu_backend))
-    assert a.copy_to_host()[0] == 10 and b.copy_to_host()[0] == 20
+    assert a.copy_to_host()[()] == 10 and b.copy_to_host()[()] == 20
+
+
+def test_out_on_the_device(gpu_backend):
+    """``out=`` is written on the device and returned; nothing else is touched."""
+    from numba import cuda
+
+    x = affine_data(777, seed=4)
+    want = functools.reduce(affine, x.tolist())
+    buf = cuda.to_device(np.full(3, -1, dtype=np.int64))
+    got = pyreduce.reduce(x, affine, out=buf[1:2], **kw(gpu_backend))
+    assert buf.copy_to_host().tolist() == [-1, want, -1]
+    assert got.copy_to_host()[0] == want
+    zero_d = cuda.device_array((), dtype=np.int64)
+    assert pyreduce.reduce(x, affine, out=zero_d, **kw(gpu_backend)) is zero_d
+    assert zero_d.copy_to_host()[()] == want
+    # empty input with an identity: the identity is written
+    assert pyreduce.sum(x[:0], out=zero_d, **kw(gpu_backend)).copy_to_host()[()] == 0
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "sim", "cuda"])
+def test_out_on_the_host(backend_name):
+    if backend_name not in backends.available():
+        pytest.skip(f"backend {backend_name} not available in this process")
+    x = np.random.default_rng(2).standard_normal(300)
+    out = np.full((1, 1), np.nan)
+    assert pyreduce.max(x, out=out, **kw(backend_name)) is out
+    assert out[0, 0] == x.max()
+
+
+def test_out_refused_when_it_cannot_hold_the_result(backend):
+    from numba import cuda
+
+    x = np.arange(10.0)
+    with pytest.raises(ValueError, match="exactly one element"):
+        pyreduce.sum(x, out=np.zeros(2), **kw(backend))
+    with pytest.raises(TypeError, match="dtype float32.*float64"):
+        pyreduce.sum(x, out=np.zeros(1, np.float32), **kw(backend))
+    with pytest.raises(ValueError, match="not both"):
+        pyreduce.sum(x, out=np.zeros(1), device_result=True, **kw(backend))
+    if backend == "cpu":
+        with pytest.raises(ValueError, match="device out= array needs a GPU"):
+            pyreduce.sum(x, out=cuda.device_array(1), backend="cpu")
+    else:
+        with pytest.raises(TypeError, match="dtype int32.*float64"):
+            pyreduce.sum(x, out=cuda.device_array(1, np.int32), **kw(backend))
+        with pytest.raises(TypeError, match="out= must be"):
+            pyreduce.sum(x, out=[0.0], **kw(backend))
+    assert np.array_equal(x, np.arange(10.0))
 
 
 def test_device_result_refused_on_cpu():

@@ -26,7 +26,7 @@ from ..spec import KernelSpec
 from ..variants import generate
 from .opcheck import check_op
 
-__all__ = ["GeneratedBackend", "carrier"]
+__all__ = ["GeneratedBackend", "carrier", "check_out"]
 
 _build_lock = threading.Lock()
 _NO_CONTEXT = contextlib.nullcontext()
@@ -38,6 +38,19 @@ def carrier(dtype: np.dtype):
     if dtype.kind == "f":
         return dtype.type
     return np.int64 if dtype.itemsize == 8 else np.int32
+
+
+def check_out(shape, got: np.dtype, dtype: np.dtype) -> None:
+    """An ``out=`` array (of ``shape`` and dtype ``got``) must hold exactly the
+    result: one element of the result's dtype."""
+    size = 1
+    for extent in shape:
+        size *= extent
+    if size != 1:
+        raise ValueError(f"out= must have exactly one element, has shape {tuple(shape)}")
+    if got != dtype:
+        raise TypeError(f"out= has dtype {got}, the result is {dtype}: pass dtype= or an "
+                        f"out= of dtype {dtype}")
 
 
 class GeneratedBackend:
@@ -56,6 +69,10 @@ class GeneratedBackend:
         if zeroed:
             return self.gpu.to_device(np.zeros(count, dtype=dtype))
         return self.gpu.device_array(count, dtype=dtype)
+
+    def allocate_result(self, dtype: np.dtype):
+        """A workspace's slot for a result read back to the host."""
+        return self.allocate(1, dtype)
 
     def executable(self, plan, monoid, device) -> Executable:
         """The plan's :class:`~pyreduce.driver.Executable` on this backend, built
@@ -187,12 +204,19 @@ class GeneratedBackend:
     def put_value(self, buf, value, stream):
         buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
 
-    def new_result(self, dtype: np.dtype, stream):
-        return self.gpu.device_array(1, dtype=dtype, stream=stream)
+    def new_result(self, dtype: np.dtype, stream, info):
+        """``(array, buffer)``: a new 0-d device array for ``device_result=True``
+        and the one-element buffer the kernels write it through."""
+        arr = self.gpu.device_array((), dtype=dtype)
+        return arr, arr.reshape(1)
 
-    def result_array(self, buf):
-        """What ``device_result=True`` hands the user for a result buffer."""
-        return buf
+    def out_buffer(self, out, dtype: np.dtype):
+        """The buffer the kernels write a user's ``out=`` device array through."""
+        if not hasattr(out, "reshape") or not hasattr(out, "copy_to_host"):
+            raise TypeError(f"out= must be a NumPy array or a device array of this backend "
+                            f"({self.name}), got {type(out).__name__}")
+        check_out(out.shape, np.dtype(out.dtype), dtype)
+        return out.reshape(1)
 
     def read_value(self, buf, stream):
         host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)

@@ -52,6 +52,24 @@ class DeviceView:
         return types.Array(from_dtype(self.dtype), 1, self.layout)
 
 
+class MappedView(DeviceView):
+    """A one-element result slot in pinned host memory that the device writes
+    directly (``cuMemHostAlloc`` with ``DEVICEMAP``): reading it back needs a
+    stream synchronization, not a copy. ``host`` is its NumPy view."""
+
+    __slots__ = ("host",)
+
+    def __init__(self, mapped):
+        fields_ptr = mapped.device_ctypes_pointer.value
+        super().__init__(fields_ptr, 1, mapped.dtype.itemsize, mapped.dtype, mapped)
+        # the base class's view: Numba's own view() reads its argument as a dtype
+        self.host = np.ndarray.view(mapped, np.ndarray)
+
+
+#: read results through mapped pinned memory (True) or a device-to-host copy
+MAPPED_RESULTS = True
+
+
 def view_from(fields, owner, stream=0) -> DeviceView | None:
     """A view in C order of the device array ``owner`` described by ``fields``
     (:class:`pyreduce.interop.DeviceFields`), or None when that needs a copy (an
@@ -172,8 +190,13 @@ _local = threading.local()
 
 
 def read_scalar(view: DeviceView, stream):
-    """Copy ``view[0]`` to the host and wait for it."""
+    """``view[0]`` on the host, once the work on ``stream`` is done."""
     cu = cuda_driver()
+    if type(view) is MappedView:
+        err, = cu.cuStreamSynchronize(stream)
+        if err != _SUCCESS:
+            _check((err,))
+        return view.host[0]
     buf = getattr(_local, "buf", None)
     if buf is None:
         buf = _local.buf = np.empty(16, dtype=np.uint8)  # holds any scalar

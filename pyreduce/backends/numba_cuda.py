@@ -16,12 +16,15 @@ import threading
 import numpy as np
 
 from ..planner import DeviceInfo, address_alignment
-from .base import GeneratedBackend, carrier
+from ..interop import device_fields
+from .base import GeneratedBackend, carrier, check_out
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
 from .opcheck import check_op
+from . import fastpath
 from .fastpath import (
-    PreparedLaunch, cuda_driver, read_scalar, stream_handle, view_from, view_of, write_scalar,
+    DeviceView, MappedView, PreparedLaunch, cuda_driver, read_scalar, stream_handle, view_from, view_of,
+    write_scalar,
 )
 
 __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
@@ -112,6 +115,11 @@ class CudaBackend(NumbaCudaBackend):
     def allocate(self, count, dtype, zeroed=False):
         return view_of(super().allocate(count, dtype, zeroed))
 
+    def allocate_result(self, dtype):
+        if fastpath.MAPPED_RESULTS:
+            return MappedView(self.cuda.mapped_array(1, dtype=dtype))
+        return self.allocate(1, dtype)
+
     def prepare(self, kernel, step, buffers):
         return PreparedLaunch(kernel, step, buffers)
 
@@ -194,11 +202,40 @@ class CudaBackend(NumbaCudaBackend):
     def put_value(self, buf, value, stream):
         write_scalar(buf, value, stream)
 
-    def new_result(self, dtype: np.dtype, stream):
-        return view_of(self.cuda.device_array(1, dtype=dtype))
+    def new_result(self, dtype: np.dtype, stream, info):
+        """A 0-d array of the input's own library, from its allocator (CuPy's and
+        PyTorch's pools cost a microsecond or two; a Numba allocation is a
+        ``cuMemAlloc``)."""
+        kind = info.kind
+        if kind == "cupy":
+            import cupy
 
-    def result_array(self, buf):
-        return buf.owner
+            arr = cupy.empty((), dtype=dtype)
+        elif kind == "torch":
+            arr = _torch_empty(dtype, info.device.device)
+        else:
+            arr = self.cuda.device_array((), dtype=dtype)
+        return arr, DeviceView(device_fields(arr).ptr, 1, dtype.itemsize, dtype, arr)
+
+    def out_buffer(self, out, dtype: np.dtype):
+        fields = device_fields(out) if hasattr(out, "__cuda_array_interface__") else None
+        if fields is None:
+            raise TypeError(f"out= must be a NumPy array or a CUDA device array, got "
+                            f"{type(out).__name__}")
+        check_out(fields.shape, fields.dtype, dtype)
+        return DeviceView(fields.ptr, 1, dtype.itemsize, dtype, out)
 
     def read_value(self, buf, stream):
         return read_scalar(buf, stream)
+
+
+_TORCH_DTYPES: dict = {}
+
+
+def _torch_empty(dtype: np.dtype, device):
+    import torch
+
+    tdt = _TORCH_DTYPES.get(dtype)
+    if tdt is None:
+        tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    return torch.empty((), dtype=tdt, device=device)

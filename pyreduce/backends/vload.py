@@ -30,6 +30,11 @@ __all__ = ["cuda_vload", "sim_vload", "VECTOR_BYTES"]
 #: The widest load a lane issues (``ld.global.v4.u32``).
 VECTOR_BYTES = 16
 
+#: Mark the loads invariant, so the NVPTX backend emits ``ld.global.nc`` (the
+#: read-only data path CUB's reductions use): the input is never written while a
+#: reduction reads it.
+NONCOHERENT = True
+
 
 @functools.lru_cache(maxsize=None)
 def cuda_vload(count: int):
@@ -39,6 +44,7 @@ def cuda_vload(count: int):
     from numba.cuda.extending import intrinsic
 
     i32 = ir.IntType(32)
+    invariant = NONCOHERENT
 
     def split_words(builder, vec, count, itemsize, elty):
         """Elements of ``itemsize`` bytes from a vector of 32-bit words (little endian)."""
@@ -68,13 +74,14 @@ def cuda_vload(count: int):
             elty = model.get_data_type()
             itemsize = context.get_abi_sizeof(elty)
             nbytes = count * itemsize
-            if itemsize >= 4 or nbytes < 4:
-                vecty = ir.VectorType(elty, count)
-                vec = builder.load(builder.bitcast(ptr, vecty.as_pointer()), align=nbytes)
+            wide = itemsize >= 4 or nbytes < 4
+            vecty = ir.VectorType(elty, count) if wide else ir.VectorType(i32, nbytes // 4)
+            vec = builder.load(builder.bitcast(ptr, vecty.as_pointer()), align=nbytes)
+            if invariant:
+                vec.set_metadata("invariant.load", builder.module.add_metadata([]))
+            if wide:
                 raw = [builder.extract_element(vec, ir.Constant(i32, k)) for k in range(count)]
             else:
-                vecty = ir.VectorType(i32, nbytes // 4)
-                vec = builder.load(builder.bitcast(ptr, vecty.as_pointer()), align=nbytes)
                 raw = split_words(builder, vec, count, itemsize, elty)
             values = [model.from_data(builder, v) for v in raw]
             return context.make_tuple(builder, sig.return_type, values)
