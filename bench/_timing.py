@@ -21,6 +21,20 @@ def device_seconds(fn, reps=20, batches=5):
     return float(np.median(times))
 
 
+def host_seconds(fn, calls=200, rounds=5):
+    """Median over rounds of the mean wall time of a call that returns to the host."""
+    import time
+
+    fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls)
+    return float(np.median(times))
+
+
 def record(benchmark, nbytes, seconds, **info):
     benchmark.extra_info.update(info)
     benchmark.extra_info["bytes"] = nbytes

@@ -1,4 +1,6 @@
-"""pyreduce against NumPy on the CPU and against CuPy and PyTorch on the GPU.
+"""pyreduce against NumPy on the CPU and against CuPy, PyTorch, cuda.compute and
+numba.cuda.reduce on the GPU (the libraries and cases of ``bench/peers.py``, which
+``bench/compare.py`` also uses).
 
 Run: ``python -m pytest bench --benchmark-json=bench.json``. Each GPU case records
 device time (CUDA events, median of batches) and GB/s in ``extra_info``; the
@@ -14,6 +16,7 @@ import pytest
 import pyreduce
 
 from _timing import device_seconds, record
+from peers import CASES, LIBS, calls, data, expected
 
 SIZES_GPU = [2**10, 2**20, 2**28]
 SIZES_CPU = [2**10, 2**20, 10_000_000]
@@ -39,59 +42,29 @@ def test_cpu(benchmark, lib, op, n):
     record(benchmark, x.nbytes, None, lib=lib, op=op, n=n, dtype="float64")
 
 
-# --- GPU: pyreduce against CuPy and PyTorch on the same device array
-
-def _gpu_case(lib, op, x_cupy):
-    """``(device_fn, host_fn)``: the first leaves the result on the device."""
-    if lib == "pyreduce":
-        red = pyreduce.sum if op == "sum" else pyreduce.max
-        return (lambda: red(x_cupy, device_result=True)), (lambda: red(x_cupy))
-    if lib == "pyreduce-numba-array":
-        from numba import cuda
-
-        xd = cuda.as_cuda_array(x_cupy)  # a Numba device array as the input
-        red = pyreduce.sum if op == "sum" else pyreduce.max
-        return (lambda: red(xd, device_result=True)), (lambda: red(xd))
-    if lib == "pyreduce-lambda":
-        f = (lambda a, b: a + b) if op == "sum" else (lambda a, b: a if a > b else b)
-        return (
-            lambda: pyreduce.reduce(x_cupy, f, device_result=True),
-            lambda: pyreduce.reduce(x_cupy, f),
-        )
-    if lib == "cupy":
-        red = x_cupy.sum if op == "sum" else x_cupy.max
-        return red, (lambda: float(red()))
-    if lib == "torch":
-        torch = pytest.importorskip("torch")
-        xt = torch.as_tensor(x_cupy, device="cuda")
-        red = xt.sum if op == "sum" else xt.max
-        return red, (lambda: red().item())
-    if lib == "numba.cuda.reduce":
-        from numba import cuda
-
-        xd = cuda.as_cuda_array(x_cupy)
-        f = cuda.Reduce((lambda a, b: a + b) if op == "sum" else (lambda a, b: max(a, b)))
-        res = cuda.device_array(1, dtype=xd.dtype)
-        return (lambda: f(xd, res=res)), (lambda: f(xd))
-    raise AssertionError(lib)
+# --- GPU: pyreduce against its peers on the same device array (bench/peers.py)
 
 
-@pytest.mark.parametrize("n", SIZES_GPU)
-@pytest.mark.parametrize("op", ["sum", "max"])
-@pytest.mark.parametrize(
-    "lib",
-    ["pyreduce", "pyreduce-numba-array", "pyreduce-lambda", "cupy", "torch", "numba.cuda.reduce"],
-)
-def test_gpu(benchmark, gpu, lib, op, n):
-    cp = pytest.importorskip("cupy")
-    x = cp.random.default_rng(0).standard_normal(n, dtype=cp.float32)
-    device_fn, host_fn = _gpu_case(lib, op, x)
-    expected = float(x.sum(dtype=cp.float64)) if op == "sum" else float(x.max())
+@pytest.mark.parametrize("n", SIZES_GPU, ids=lambda n: f"2**{n.bit_length() - 1}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name.replace(" ", "-"))
+@pytest.mark.parametrize("lib", LIBS)
+def test_gpu(benchmark, gpu, lib, case, n):
+    pytest.importorskip("cupy")
+    x = data(case, n)
+    made = calls(lib, case, x)
+    if made is None:
+        pytest.skip(f"{lib} cannot do {case.name} here")
+    device_fn, host_fn = made
     seconds = device_seconds(device_fn)
-    benchmark.group = f"gpu {op} float32 n=2**{n.bit_length() - 1}"
+    benchmark.group = f"gpu {case.name} n=2**{n.bit_length() - 1}"
     result = benchmark(host_fn)
-    assert np.isclose(float(result), expected, rtol=1e-3, atol=1e-3 * np.sqrt(n))
-    record(benchmark, x.nbytes, seconds, lib=lib, op=op, n=n, dtype="float32", gpu=gpu)
+    want = expected(case, x)
+    if case.op == "sum" and case.dtype.startswith("float"):
+        assert np.isclose(float(result), want, rtol=1e-3, atol=1e-3 * np.sqrt(n))
+    else:
+        assert float(result) == float(want)
+    record(benchmark, x.nbytes, seconds, lib=lib, case=case.name, op=case.op,
+           dtype=case.dtype, n=n, gpu=gpu)
 
 
 def test_gpu_copy_ceiling(benchmark, gpu):

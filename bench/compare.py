@@ -1,0 +1,371 @@
+"""pyreduce against CuPy (CUB), PyTorch, cuda.compute and numba.cuda.reduce, in one
+process on one GPU.
+
+    python bench/compare.py run --out compare.json      # on the GPU machine
+    python bench/compare.py sweep --out sweep.json      # pyreduce's tuning space
+    python bench/compare.py report compare.json [sweep.json]   # tables and chart into docs/
+
+``run`` measures, for every case of :data:`peers.CASES` and sizes 2**10..2**28:
+*device time* (CUDA events around back-to-back calls that leave the result on the
+device, per call; GB/s are input bytes over it) and *host latency* (wall time of a
+call that returns a host scalar), with each library's answer checked against a
+float64 (or exact) reference. It also measures the bandwidth ceiling (a
+device-to-device copy, read + write bytes) and pyreduce's compile time: the first
+call with a new op, and a second lambda with the same code. ``sweep`` times
+pyreduce's variants, block sizes, items per thread and vector loads at 2**24 and
+2**28. ``report`` writes ``docs/performance/compare.md`` and ``compare.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import device_seconds, host_seconds  # noqa: E402
+from peers import CASES, LIBS, Case, calls, data, expected, user_op  # noqa: E402
+
+SIZES = [2**k for k in range(10, 29, 2)]
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "performance")
+
+
+def _versions() -> dict:
+    from importlib import metadata
+
+    out = {}
+    for dist in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch",
+                 "cuda-cccl", "cuda-bindings"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _meta() -> dict:
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"]
+    return dict(gpu=name.decode() if isinstance(name, bytes) else name,
+                date=datetime.date.today().isoformat(), versions=_versions())
+
+
+def copy_ceiling(n: int = 2**28) -> float:
+    """GB/s of a device-to-device copy of ``n`` float32, read + write bytes."""
+    import cupy as cp
+
+    src = cp.ones(n, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    seconds = device_seconds(lambda: cp.copyto(dst, src), reps=10)
+    return 2 * src.nbytes / seconds / 1e9
+
+
+def _close(got, want, case: Case, n: int) -> bool:
+    if case.dtype.startswith("float") and case.op == "sum":
+        eps = np.finfo(case.dtype).eps
+        return abs(float(got) - want) <= 4 * eps * np.sqrt(n) * max(1.0, np.sqrt(n))
+    return float(got) == float(want)
+
+
+def _timings(n: int) -> tuple[int, int]:
+    """(device reps, host calls) so that each measurement takes tens of ms."""
+    if n <= 2**20:
+        return 50, 200
+    if n <= 2**24:
+        return 20, 50
+    return 5, 10
+
+
+def measure(case: Case, n: int, libs, x) -> list[dict]:
+    rows = []
+    want = expected(case, x)
+    reps, host_calls = _timings(n)
+    for lib in libs:
+        made = calls(lib, case, x)
+        if made is None:
+            continue
+        dev, host = made
+        got = host()
+        dsec = device_seconds(dev, reps=reps)
+        hsec = host_seconds(host, calls=host_calls)
+        rows.append(dict(lib=lib, case=case.name, dtype=case.dtype, op=case.op, acc=case.acc,
+                         n=n, device_us=dsec * 1e6, GBps=x.nbytes / dsec / 1e9,
+                         host_us=hsec * 1e6, correct=bool(_close(got, want, case, n))))
+    return rows
+
+
+def compile_times() -> dict:
+    """The first call with a never-seen op, then a second lambda with the same code."""
+    import cupy as cp
+
+    import pyreduce
+
+    x = cp.arange(1000, dtype=cp.float32)
+    salt = np.float32(time.time_ns() % 1000)  # a closure value never seen before
+
+    def make():
+        return lambda a, b: a + b + salt * np.float32(0)
+
+    t0 = time.perf_counter()
+    pyreduce.reduce(x, make())
+    first = time.perf_counter() - t0
+    builds = pyreduce.cache_info().builds
+    t0 = time.perf_counter()
+    pyreduce.reduce(x, make())
+    second = time.perf_counter() - t0
+    return dict(first_call_s=first, same_code_second_call_s=second,
+                second_built=int(pyreduce.cache_info().builds - builds))
+
+
+def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS) -> None:
+    meta = _meta()
+    meta["ceiling_GBps"] = copy_ceiling()
+    meta["compile"] = compile_times()
+    print(f"{meta['gpu']}: copy ceiling {meta['ceiling_GBps']:.0f} GB/s; compile "
+          f"{meta['compile']['first_call_s']:.2f} s", flush=True)
+    rows = []
+    for case in cases:
+        full = data(case, max(sizes))
+        for n in sizes:
+            found = measure(case, n, libs, full[:n])
+            rows += found
+            print(f"{case.name:>16} 2**{n.bit_length() - 1:<2} " + "  ".join(
+                f"{r['lib']}={r['GBps']:.0f}GB/s,{r['host_us']:.0f}us"
+                + ("" if r["correct"] else "(WRONG)") for r in found), flush=True)
+    with open(out, "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+
+
+#: pyreduce's tuning space at 2**28: variant x items per thread x grid size (in
+#: waves of resident blocks) x non-coherent loads, at 256 threads with vector loads
+SWEEP_VARIANTS = ["warp_shuffle", "warp_shuffle_x2", "last_block"]
+SWEEP_WAVES = [1, 2, 4]
+SWEEP_CASES = [Case("float32", "sum", "float32"), Case("float32", "max", "float32"),
+               Case("float64", "sum", "float64"), Case("int8", "sum", "int64")]
+
+
+def _sweep_items(case: Case) -> list[int]:
+    size = np.dtype(case.dtype).itemsize
+    return {1: [16], 4: [4, 8, 16], 8: [2, 4, 8]}[size]
+
+
+def sweep(out: str, n: int = 2**28) -> None:
+    import cupy as cp
+
+    import pyreduce
+    from pyreduce.backends import vload
+
+    meta = _meta()
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    meta["sm_count"] = sms
+    rows = []
+    for case in SWEEP_CASES:
+        x = data(case, n, seed=1)
+        want = expected(case, x)
+        t = device_seconds(calls("cupy", case, x)[0], reps=5)
+        rows.append(dict(case=case.name, n=n, config="cupy", GBps=x.nbytes / t / 1e9))
+        acc = np.dtype(case.acc)
+        ops = [("builtin", "add" if case.op == "sum" else "max")]
+        if case.dtype == "float32":
+            ops.append(("lambda", user_op(case)))
+        for nc in (True, False):
+            vload.NONCOHERENT = nc
+            vload.cuda_vload.cache_clear()
+            pyreduce.cache_clear()
+            for kind, op in ops:
+                for variant in SWEEP_VARIANTS:
+                    for items in _sweep_items(case):
+                        for waves in SWEEP_WAVES:
+                            kw = dict(variant=variant, block_size=256, items_per_thread=items,
+                                      max_blocks=waves * sms * 8)
+                            got = pyreduce.reduce(x, op, dtype=acc, **kw)
+                            t = device_seconds(lambda: pyreduce.reduce(
+                                x, op, dtype=acc, device_result=True, **kw), reps=5)
+                            rows.append(dict(case=case.name, n=n, op=kind, waves=waves, nc=nc,
+                                             GBps=x.nbytes / t / 1e9,
+                                             correct=bool(_close(got, want, case, n)), **kw))
+        vload.NONCOHERENT = True
+        mine = [r for r in rows if r["case"] == case.name and "op" in r]
+        cupy = next(r for r in rows if r["case"] == case.name and r.get("config") == "cupy")
+        best = max(mine, key=lambda r: r["GBps"])
+        print(f"{case.name}: cupy {cupy['GBps']:.0f} GB/s, best {best}", flush=True)
+        with open(out, "w") as f:  # after every case: a cut-off run keeps what it has
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+
+
+# --- report -----------------------------------------------------------------
+
+
+def _row(rows, **match):
+    found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    return found[0] if found else None
+
+
+def report(path: str, sweep_path: str | None = None, docs: str = DOCS) -> str:
+    with open(path) as f:
+        data_ = json.load(f)
+    meta, rows = data_["meta"], data_["rows"]
+    v = meta["versions"]
+    sizes = sorted({r["n"] for r in rows})
+    libs = [lib for lib in LIBS if any(r["lib"] == lib for r in rows)]
+    comp = meta["compile"]
+    lines = [
+        f"Measured on {meta['gpu']}, {meta['date']}, every library in the same process "
+        f"on the same CuPy input arrays: numba {v.get('numba')}, numba-cuda "
+        f"{v.get('numba-cuda')}, CuPy {v.get('cupy-cuda13x') or v.get('cupy-cuda12x')}, "
+        f"PyTorch {v.get('torch')}, cuda-cccl (cuda.compute) {v.get('cuda-cccl')}. "
+        f"Device-to-device copy (read + write bytes): {meta['ceiling_GBps']:.0f} GB/s. "
+        f"pyreduce's first call with a new op took {comp['first_call_s']:.2f} s; a second "
+        f"lambda with the same code {comp['same_code_second_call_s'] * 1e3:.2f} ms "
+        f"({comp['second_built']} kernels built).",
+        "",
+    ]
+    for case in sorted({r["case"] for r in rows}, key=[c.name for c in CASES].index):
+        big = [n for n in sizes if n >= 2**20]
+        small = [n for n in sizes if n <= 2**16]
+        lines += [f"### {case}", "",
+                  "| library | " + " | ".join(f"2**{n.bit_length() - 1} GB/s" for n in big)
+                  + " | " + " | ".join(f"2**{n.bit_length() - 1} host us" for n in small)
+                  + " |", "|---" * (1 + len(big) + len(small)) + "|"]
+        for lib in libs:
+            cells = []
+            for n in big:
+                r = _row(rows, lib=lib, case=case, n=n)
+                cells.append("-" if r is None else f"{r['GBps']:.0f}"
+                             + ("" if r["correct"] else " (wrong)"))
+            for n in small:
+                r = _row(rows, lib=lib, case=case, n=n)
+                cells.append("-" if r is None else f"{r['host_us']:.1f}")
+            if any(c != "-" for c in cells):
+                lines.append(f"| {lib} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += _ratios(rows, sizes)
+    if sweep_path:
+        lines += _sweep_table(sweep_path)
+    text = "\n".join(lines) + "\n"
+    os.makedirs(docs, exist_ok=True)
+    with open(os.path.join(docs, "compare.md"), "w") as f:
+        f.write(text)
+    _chart(rows, meta, sizes, libs, os.path.join(docs, "compare.png"))
+    return text
+
+
+def _ratios(rows, sizes) -> list[str]:
+    """pyreduce over CuPy, the issue's targets in one table."""
+    out = ["### pyreduce / CuPy, same run", "",
+           "| case | 2**24 bandwidth | 2**28 bandwidth | lambda vs built-in at 2**28 | "
+           "2**10 host (CuPy input) | 2**10 host (Numba input) | 2**16 host | "
+           "2**10 device result |", "|---|---|---|---|---|---|---|---|"]
+    for case in sorted({r["case"] for r in rows}, key=[c.name for c in CASES].index):
+        def ratio(lib, n, key, other="cupy", invert=False):
+            a, b = _row(rows, lib=lib, case=case, n=n), _row(rows, lib=other, case=case, n=n)
+            if a is None or b is None:
+                return "-"
+            return f"{(b[key] / a[key]) if invert else (a[key] / b[key]):.2f}"
+
+        out.append(
+            f"| {case} | {ratio('pyreduce', 2**24, 'GBps')} | {ratio('pyreduce', 2**28, 'GBps')}"
+            f" | {ratio('pyreduce-lambda', 2**28, 'GBps', other='pyreduce')}"
+            f" | {ratio('pyreduce', 2**10, 'host_us', invert=True)}"
+            f" | {ratio('pyreduce-numba', 2**10, 'host_us', invert=True)}"
+            f" | {ratio('pyreduce', 2**16, 'host_us', invert=True)}"
+            f" | {ratio('pyreduce', 2**10, 'device_us', invert=True)} |")
+    out += ["", "Ratios above 1 favour pyreduce (bandwidth: pyreduce / CuPy; latency: "
+            "CuPy / pyreduce).", ""]
+    return out
+
+
+def _sweep_table(path) -> list[str]:
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+
+    def label(r):
+        return (f"{r['variant']} i{r['items_per_thread']} x{r['waves']} waves"
+                f"{'' if r['nc'] else ', coherent loads'}")
+
+    out = ["### pyreduce's tuning space at 2**28 (256 threads, vector loads), GB/s", "",
+           "| case | CuPy | best | GB/s | default | GB/s | worst | GB/s |",
+           "|---|---|---|---|---|---|---|---|"]
+    for case in dict.fromkeys(r["case"] for r in rows):
+        cupy = _row(rows, case=case, config="cupy")
+        for kind in ("builtin", "lambda"):
+            mine = [r for r in rows if r["case"] == case and r.get("op") == kind]
+            if not mine:
+                continue
+            best = max(mine, key=lambda r: r["GBps"])
+            worst = min(mine, key=lambda r: r["GBps"])
+            default = _row(mine, variant="warp_shuffle", waves=1, nc=True,
+                           items_per_thread=max(2, 16 // np.dtype(case.split()[0].split("-")[0]).itemsize))
+            name = case if kind == "builtin" else f"{case} (lambda)"
+            out.append(f"| {name} | {cupy['GBps']:.0f} | {label(best)} | {best['GBps']:.0f} | "
+                       f"{label(default) if default else '-'} | "
+                       f"{default['GBps'] if default else 0:.0f} | {label(worst)} | "
+                       f"{worst['GBps']:.0f} |")
+    return out + [""]
+
+
+def _chart(rows, meta, sizes, libs, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = ["float32 sum", "float32 max", "int8->int64 sum"]
+    fig, axes = plt.subplots(2, len(cases), figsize=(5 * len(cases), 9))
+    for col, case in enumerate(cases):
+        for lib in libs:
+            pts = [(n, _row(rows, lib=lib, case=case, n=n)) for n in sizes]
+            pts = [(n, r) for n, r in pts if r is not None]
+            if not pts:
+                continue
+            style = "-o" if lib.startswith("pyreduce") else "--s"
+            axes[0, col].plot([n for n, _ in pts], [r["GBps"] for _, r in pts], style, ms=3,
+                              label=lib)
+            axes[1, col].plot([n for n, _ in pts], [r["host_us"] for _, r in pts], style,
+                              ms=3, label=lib)
+        axes[0, col].axhline(meta["ceiling_GBps"], ls=":", color="grey", label="copy ceiling")
+        axes[0, col].set_title(f"{case}: bandwidth (device time)")
+        axes[1, col].set_title(f"{case}: host call, result to host")
+        for ax in axes[:, col]:
+            ax.set_xscale("log", base=2)
+            ax.grid(alpha=0.3)
+        axes[1, col].set_yscale("log")
+        axes[1, col].set_xlabel("elements")
+    axes[0, 0].set_ylabel("GB/s")
+    axes[1, 0].set_ylabel("microseconds")
+    axes[0, -1].legend(fontsize=7)
+    fig.suptitle(f"pyreduce and peers on {meta['gpu']}, {meta['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    r.add_argument("--max-log2", type=int, default=28)
+    r.add_argument("--libs", nargs="*", default=LIBS)
+    s = sub.add_parser("sweep")
+    s.add_argument("--out", required=True)
+    g = sub.add_parser("report")
+    g.add_argument("path")
+    g.add_argument("sweep", nargs="?")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], libs=args.libs)
+    elif args.cmd == "sweep":
+        sweep(args.out)
+    else:
+        print(report(args.path, args.sweep))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

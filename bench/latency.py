@@ -1,0 +1,110 @@
+"""Where a small reduction's host time goes, on a GPU.
+
+    python bench/latency.py            # float32 max of 2**10 elements, CuPy input
+
+Times the whole call next to CuPy's and PyTorch's, then each stage of pyreduce's
+call path on its own, then a cProfile of many calls (the functions that take the
+most time, themselves).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def per_call_us(fn, calls=20000) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls // 5):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / (calls // 5))
+    return best * 1e6
+
+
+def main(n: int = 2**10) -> None:
+    import cupy as cp
+    from numba import cuda
+
+    import pyreduce
+    from pyreduce import backends
+    from pyreduce.api import _DEFAULT_TUNING, prepare
+    from pyreduce.interop import inspect
+    from pyreduce.ops import as_monoid
+
+    x = cp.random.default_rng(0).standard_normal(n, dtype=cp.float32)
+    xd = cuda.as_cuda_array(x)
+    xt = None
+    try:
+        import torch
+
+        xt = torch.as_tensor(x, device="cuda")
+    except ImportError:
+        pass
+    rows = [
+        ("pyreduce.max(cupy) -> host", lambda: pyreduce.max(x)),
+        ("pyreduce.max(numba) -> host", lambda: pyreduce.max(xd)),
+        ("pyreduce.max(cupy) -> device", lambda: pyreduce.max(x, device_result=True)),
+        ("cupy x.max() -> host", lambda: x.max().item()),
+        ("cupy x.max() -> device", lambda: x.max()),
+    ]
+    if xt is not None:
+        rows += [("torch xt.max() -> host", lambda: xt.max().item())]
+    for name, fn in rows:
+        print(f"{name:34s} {per_call_us(fn):7.2f} us", flush=True)
+
+    # the stages of pyreduce's path, each on its own
+    info = inspect(x)
+    monoid = as_monoid("max", info.dtype)
+    be = backends.get("auto", on_device=True)
+    call = prepare(info, monoid, None, "auto", _DEFAULT_TUNING, None)
+    exe = be.executable(call.plan, monoid, call.device)
+    stages = [
+        ("inspect (read the CuPy array)", lambda: inspect(x)),
+        ("as_monoid", lambda: as_monoid("max", info.dtype)),
+        ("backends.get", lambda: backends.get("auto", on_device=True)),
+        ("backend.device", lambda: be.device(None)),
+        ("prepare (all of the above + plan)", lambda: prepare(info, monoid, None, "auto",
+                                                              _DEFAULT_TUNING, None)),
+        ("executable: launch + read result", lambda: exe(call.flat, call.stream)),
+    ]
+    for name, fn in stages:
+        print(f"  {name:40s} {per_call_us(fn):7.2f} us", flush=True)
+
+    # the launch alone (no result read), and results read by copy or by mapping
+    from pyreduce.backends import fastpath
+
+    pool, ws = exe._workspace(call.stream)
+    step, dst = ws.steps[0], ws.buffers["result"]
+    launch = per_call_us(lambda: step(call.flat, dst, call.stream))
+    cp.cuda.Device().synchronize()
+    print(f"  {'one launch (cuLaunchKernel), no sync':40s} {launch:7.2f} us")
+    pool.append(ws)
+    for mapped in (True, False):
+        fastpath.MAPPED_RESULTS = mapped
+        pyreduce.cache_clear()
+        pyreduce.max(x)
+        how = "mapped pinned result + sync" if mapped else "device result + cuMemcpyDtoH"
+        print(f"  {how:40s} {per_call_us(lambda: pyreduce.max(x)):7.2f} us (whole call)")
+    fastpath.MAPPED_RESULTS = True
+    pyreduce.cache_clear()
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(20000):
+        pyreduce.max(x)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2**10)
