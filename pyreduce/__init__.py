@@ -5,7 +5,7 @@
 5.0
 """
 
-from .api import Reduce, max, min, prod, reduce, sum
+from .api import Reduce, max, min, nanmax, nanmin, prod, reduce, sum
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .explain import Explanation, explain
@@ -13,7 +13,7 @@ from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
-    "reduce", "sum", "prod", "max", "min", "Reduce",
+    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear",
 ]

@@ -9,7 +9,7 @@ from .interop import inspect
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
 
-__all__ = ["reduce", "sum", "prod", "max", "min", "Reduce"]
+__all__ = ["reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce"]
 
 
 def reduce(
@@ -170,6 +170,28 @@ min = _named("min", _same)
 min.__name__ = min.__qualname__ = "min"
 min.__doc__ = """Smallest element; NaN propagates and an empty input raises ValueError,
 as with ``np.min``. Keywords as for ``reduce``."""
+nanmax = _named("nanmax", _same)
+nanmax.__name__ = nanmax.__qualname__ = "nanmax"
+nanmax.__doc__ = """Largest element ignoring NaN, like ``np.nanmax``: NaN only if every
+element is NaN (without NumPy's RuntimeWarning), and an empty input raises
+ValueError. Integers and bools are reduced as by ``max``. The operator is
+``np.fmax``, also accepted by ``reduce``. Keywords as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nanmax(np.array([np.nan, 2.0, np.nan, -1.0]), backend="cpu"))
+    2.0
+    >>> float(pyreduce.nanmax(np.array([np.nan, np.nan]), backend="cpu"))
+    nan
+"""
+nanmin = _named("nanmin", _same)
+nanmin.__name__ = nanmin.__qualname__ = "nanmin"
+nanmin.__doc__ = """Smallest element ignoring NaN, like ``np.nanmin`` (see ``nanmax``); the
+operator is ``np.fmin``. Keywords as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nanmin(np.array([3.0, np.nan, -1.0]), backend="cpu"))
+    -1.0
+"""
 
 
 class Reduce:

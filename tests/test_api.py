@@ -129,6 +129,18 @@ def _nan_min(a, b):
     return min(a, b)
 
 
+def _fmax(a, b):
+    if isinstance(a, np.floating):
+        return np.fmax(a, b)
+    return max(a, b)
+
+
+def _fmin(a, b):
+    if isinstance(a, np.floating):
+        return np.fmin(a, b)
+    return min(a, b)
+
+
 def _last_nonzero(a, b):
     return b if b != 0 else a
 
@@ -202,6 +214,10 @@ CASES = [
          _const(_nan_max), "biuf", "any", builtin=True),
     Case("min", (_const(min), _const(np.minimum), _const("min"), _const(pyreduce.min)),
          _const(_nan_min), "biuf", "any", builtin=True),
+    Case("nanmax", (_const(np.fmax), _const("nanmax"), _const(pyreduce.nanmax)),
+         _const(_fmax), "biuf", "any", builtin=True),
+    Case("nanmin", (_const(np.fmin), _const("nanmin"), _const(pyreduce.nanmin)),
+         _const(_fmin), "biuf", "any", builtin=True),
     Case("and", (_const(operator.and_), _const(np.bitwise_and), _const("and")),
          _const(operator.and_), "biu", "and", builtin=True, identity=_ones, widen=False),
     Case("or", (_const(operator.or_), _const(np.bitwise_or), _const("or")),
