@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backends, driver
+from . import backends, driver, laws
 from .interop import inspect
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
@@ -27,6 +27,7 @@ def reduce(
     items_per_thread: int | None = None,
     warp_size: int | None = None,
     max_blocks: int | None = None,
+    check: bool = False,
 ):
     """Reduce every element of ``x`` with the associative operator ``op``.
 
@@ -58,6 +59,11 @@ def reduce(
             device's wavefront size.
         max_blocks: an upper bound on the first pass's grid. These five tune the
             GPU kernels (``cuda``, ``sim``); the ``cpu`` backend ignores them.
+        check: before the first use of a user ``op`` with this dtype (and
+            identity), check on a fixed sample of values, on the host, that it is
+            associative and that ``identity`` is one on both sides; a ValueError
+            names the law and a counterexample. Built-in ops skip it.
+            ``pyreduce.testing`` checks more thoroughly.
 
     Returns:
         A NumPy scalar of the accumulator dtype.
@@ -72,6 +78,7 @@ def reduce(
     """
     info = inspect(x)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    laws.check_if_requested(monoid, check)
     # checked here, whatever the backend and size, so a typo never passes silently
     tuning = Tuning(variant, block_size, items_per_thread, warp_size, max_blocks)
     return _run(info, monoid, initial, backend, tuning, device_result, stream)
