@@ -21,6 +21,16 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def __getattr__(name):
+    # pyreduce.testing needs hypothesis, a test extra: imported on first use, so
+    # that `import pyreduce` works without it
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def cache_info():
     """Hits, builds and size of the kernel cache (all backends)."""
     return _KERNELS.info()
