@@ -385,7 +385,7 @@ def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tu
     and both results.
 
     >>> import numpy as np
-    >>> check_backends(lambda a, b: b if b != 0 else a, np.int16, backends=["cpu"], seed=0)
+    >>> check_backends(lambda a, b: b if b != 0 else a, np.int64, backends=["cpu"], seed=0)
     """
     monoid = _monoid(op, dtype, identity)
     dt = np.dtype(dtype)
