@@ -5,7 +5,7 @@
 5.0
 """
 
-from .api import Reduce, max, min, prod, reduce, sum
+from .api import Reduce, max, min, nanmax, nanmin, prod, reduce, sum
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .explain import Explanation, explain
@@ -13,12 +13,22 @@ from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
-    "reduce", "sum", "prod", "max", "min", "Reduce",
+    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear",
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # pyreduce.testing needs hypothesis, a test extra: imported on first use, so
+    # that `import pyreduce` works without it
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cache_info():

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backends
+from . import backends, laws
 from .interop import inspect
 from .backends.base import check_out
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
 from .variants import VARIANTS
 
-__all__ = ["reduce", "sum", "prod", "max", "min", "Reduce"]
+__all__ = ["reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce"]
 
 
 def reduce(
@@ -31,6 +31,7 @@ def reduce(
     warp_size: int | None = None,
     max_blocks: int | None = None,
     vector_loads: bool | None = None,
+    check: bool = False,
 ):
     """Reduce every element of ``x`` with the associative operator ``op``.
 
@@ -72,6 +73,11 @@ def reduce(
             where it is contiguous and aligned; ``False``: element loads only;
             ``True``: vector loads or a ValueError. These six tune the GPU kernels
             (``cuda``, ``sim``); the ``cpu`` backend ignores them.
+        check: before the first use of a user ``op`` with this dtype (and
+            identity), check on a fixed sample of values, on the host, that it is
+            associative and that ``identity`` is one on both sides; a ValueError
+            names the law and a counterexample. Built-in ops skip it.
+            ``pyreduce.testing`` checks more thoroughly.
 
     Returns:
         A NumPy scalar of the accumulator dtype.
@@ -86,7 +92,7 @@ def reduce(
     """
     return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
                    stream, variant, block_size, items_per_thread, warp_size, max_blocks,
-                   vector_loads)
+                   vector_loads, check)
 
 
 _DEFAULT_TUNING = Tuning()
@@ -94,9 +100,12 @@ _DEFAULT_TUNING = Tuning()
 
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             device_result=False, out=None, stream=None, variant="auto", block_size=None,
-            items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None):
+            items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
+            check=False):
     """:func:`reduce` of an inspected input (the named reductions inspect first)."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    if check is not False:
+        laws.check_if_requested(monoid, check)
     if (variant == "auto" and block_size is None and items_per_thread is None
             and warp_size is None and max_blocks is None and vector_loads is None):
         tuning = _DEFAULT_TUNING
@@ -221,6 +230,28 @@ min = _named("min", _same)
 min.__name__ = min.__qualname__ = "min"
 min.__doc__ = """Smallest element; NaN propagates and an empty input raises ValueError,
 as with ``np.min``. Keywords as for ``reduce``."""
+nanmax = _named("nanmax", _same)
+nanmax.__name__ = nanmax.__qualname__ = "nanmax"
+nanmax.__doc__ = """Largest element ignoring NaN, like ``np.nanmax``: NaN only if every
+element is NaN (without NumPy's RuntimeWarning), and an empty input raises
+ValueError. Integers and bools are reduced as by ``max``. The operator is
+``np.fmax``, also accepted by ``reduce``. Keywords as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nanmax(np.array([np.nan, 2.0, np.nan, -1.0]), backend="cpu"))
+    2.0
+    >>> float(pyreduce.nanmax(np.array([np.nan, np.nan]), backend="cpu"))
+    nan
+"""
+nanmin = _named("nanmin", _same)
+nanmin.__name__ = nanmin.__qualname__ = "nanmin"
+nanmin.__doc__ = """Smallest element ignoring NaN, like ``np.nanmin`` (see ``nanmax``); the
+operator is ``np.fmin``. Keywords as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nanmin(np.array([3.0, np.nan, -1.0]), backend="cpu"))
+    -1.0
+"""
 
 
 class Reduce:

@@ -11,7 +11,8 @@ Semantics (also in ``docs/semantics.md``):
   logical ops accumulate in ``bool``. Every value the op returns is cast back to the
   accumulator dtype, so integers wrap like NumPy's fixed-width integers.
 * ``max``/``min`` (the builtins, ``np.maximum``/``np.minimum``) propagate NaN like
-  ``np.max``.
+  ``np.max``; ``nanmax``/``nanmin`` (``np.fmax``/``np.fmin``) ignore it like
+  ``np.nanmax``: NaN only when every element is NaN.
 * Identities are inferred for the built-in ops; user ops have none unless given.
   The kernels never need one: an identity only decides what an empty input returns.
 """
@@ -60,6 +61,19 @@ def _min(a, b):
     return a if (a < b or a != a) else b
 
 
+def _nanmax(a, b):
+    # NaN is ignored from either side, like np.fmax: a NaN `b` keeps `a` by the
+    # `b != b` test, a NaN `a` loses because `nan > b` is False. Two NaNs give NaN,
+    # so the kernels, which fold without an identity, return NaN exactly when every
+    # element is NaN. Ties keep `b`, as `_max` does, so the op picks the last
+    # largest non-NaN element however it is grouped: associative on every input.
+    return a if (a > b or b != b) else b
+
+
+def _nanmin(a, b):
+    return a if (a < b or b != b) else b
+
+
 def _and(a, b):
     return a & b
 
@@ -86,6 +100,16 @@ def _zero(dt):
 
 def _one(dt):
     return 1
+
+
+def _nan_or_lowest(dt):
+    # NaN is the true identity of nanmax on floats: op(nan, v) == v for every v,
+    # NaN included, which -inf is not (op(-inf, nan) is -inf)
+    return np.nan if dt.kind == "f" else _lowest(dt)
+
+
+def _nan_or_highest(dt):
+    return np.nan if dt.kind == "f" else _highest(dt)
 
 
 def _lowest(dt):
@@ -127,6 +151,8 @@ _BUILTINS = {
         _Builtin("mul", _mul, _one, "biuf"),
         _Builtin("max", _max, _lowest, "biuf", empty_ok=False),
         _Builtin("min", _min, _highest, "biuf", empty_ok=False),
+        _Builtin("nanmax", _nanmax, _nan_or_lowest, "biuf", empty_ok=False),
+        _Builtin("nanmin", _nanmin, _nan_or_highest, "biuf", empty_ok=False),
         _Builtin("and", _and, _all_ones, "biu"),
         _Builtin("or", _or, _zero, "biu"),
         _Builtin("xor", _xor, _zero, "biu"),
@@ -142,6 +168,7 @@ _ALIASES = [
     (operator.and_, "and"), (operator.or_, "or"), (operator.xor, "xor"),
     (np.add, "add"), (np.multiply, "mul"),
     (np.maximum, "max"), (np.minimum, "min"),
+    (np.fmax, "nanmax"), (np.fmin, "nanmin"),
     (np.logical_and, "logical_and"), (np.logical_or, "logical_or"),
     (np.bitwise_and, "and"), (np.bitwise_or, "or"), (np.bitwise_xor, "xor"),
 ]
@@ -396,8 +423,8 @@ def make_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
     if isinstance(op, np.ufunc):
         raise TypeError(
             f"ufunc {op.__name__!r} is not a supported reduction op "
-            "(supported ufuncs: add, multiply, maximum, minimum, logical_and, "
-            "logical_or, bitwise_and, bitwise_or, bitwise_xor)"
+            "(supported ufuncs: add, multiply, maximum, minimum, fmax, fmin, "
+            "logical_and, logical_or, bitwise_and, bitwise_or, bitwise_xor)"
         )
     fn = getattr(op, "py_func", op)  # accept a Numba @njit / @cuda.jit(device=True)
     if isinstance(fn, functools.partial) or not isinstance(fn, types.FunctionType):

@@ -129,6 +129,18 @@ def _nan_min(a, b):
     return min(a, b)
 
 
+def _fmax(a, b):
+    if isinstance(a, np.floating):
+        return np.fmax(a, b)
+    return max(a, b)
+
+
+def _fmin(a, b):
+    if isinstance(a, np.floating):
+        return np.fmin(a, b)
+    return min(a, b)
+
+
 def _last_nonzero(a, b):
     return b if b != 0 else a
 
@@ -181,6 +193,7 @@ class Case:
     identity: Callable | None = None  # acc dtype -> identity (builtins)
     bits: bool = False  # order-sensitive: compare floats bit for bit
     widen: bool = True  # dtype= overrides make sense
+    spot_kinds: str | None = None  # dtype kinds test_every_op_and_dtype takes (None: kinds)
 
 
 def _const(v):
@@ -202,6 +215,12 @@ CASES = [
          _const(_nan_max), "biuf", "any", builtin=True),
     Case("min", (_const(min), _const(np.minimum), _const("min"), _const(pyreduce.min)),
          _const(_nan_min), "biuf", "any", builtin=True),
+    # on integers and bools these are max and min, spot-checked on every dtype
+    # above; test_ops checks their NaN handling in every variant
+    Case("nanmax", (_const(np.fmax), _const("nanmax"), _const(pyreduce.nanmax)),
+         _const(_fmax), "biuf", "any", builtin=True, spot_kinds="f"),
+    Case("nanmin", (_const(np.fmin), _const("nanmin"), _const(pyreduce.nanmin)),
+         _const(_fmin), "biuf", "any", builtin=True, spot_kinds="f"),
     Case("and", (_const(operator.and_), _const(np.bitwise_and), _const("and")),
          _const(operator.and_), "biu", "and", builtin=True, identity=_ones, widen=False),
     Case("or", (_const(operator.or_), _const(np.bitwise_or), _const("or")),
@@ -578,6 +597,8 @@ def test_cpu_matches_functools_reduce(data):
 def _pairs():
     for case in CASES:
         for dt in DTYPES:
+            if case.spot_kinds is not None and dt.kind not in case.spot_kinds:
+                continue
             if dt.kind in case.kinds or (case.logical and dt.kind == "f"):
                 if case.data == "affine" and dt != np.int64:
                     continue

@@ -8,6 +8,8 @@ import functools
 import math
 import operator
 import os
+import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyreduce
+import pyreduce.testing
 from pyreduce import backends
 from oracles import P, affine, affine_data, first_nonzero, last_nonzero
 
@@ -142,6 +145,103 @@ def test_nan_only_and_signed_zeros(backend):
     assert got == 0.0 and np.signbit(got)
 
 
+# NaN in every variant of the kernels. NAN_TUNING makes a tile of 128 elements (64
+# threads, runs of 2), so NAN_N elements are two blocks and a finishing pass:
+# position 128 opens the second block, an odd position is the second element of a
+# thread's run.
+
+NAN_TUNING = dict(block_size=64, items_per_thread=2, max_blocks=2)
+NAN_N, NAN_BLOCK = 200, 128
+NAN_AT = {"first": [0], "block edge": [NAN_BLOCK], "middle": [NAN_N // 2 + 1],
+          "last": [NAN_N - 1], "everywhere": slice(None)}
+
+
+def nan_masks(rng):
+    """Where nanmax/nanmin find NaN: opening every thread run of the first warp,
+    every warp tile and every block, at the last element and at random; everywhere
+    but at the element opening the second block (whole blocks of NaN); everywhere."""
+    runs = np.zeros(NAN_N, bool)
+    runs[0:64:2] = runs[::64] = runs[::NAN_BLOCK] = runs[-1] = True
+    runs |= rng.random(NAN_N) < 0.2
+    all_but_one = np.ones(NAN_N, bool)
+    all_but_one[NAN_BLOCK] = False
+    return {"runs": runs, "all but one": all_but_one, "everywhere": np.ones(NAN_N, bool)}
+
+
+def same_or_both_nan(got, want) -> bool:
+    return got == want or (np.isnan(got) and np.isnan(want))
+
+
+@pytest.mark.parametrize("variant", list(pyreduce.variants))
+def test_nan_policy_in_every_variant(gpu_backend, variant):
+    """max/min propagate NaN and nanmax/nanmin ignore it, like NumPy, whichever
+    variant reduces and wherever the NaN sits. Which of the pair and which float
+    dtype take each case alternates between variants, to keep the simulator's
+    launches few."""
+    k = dict(backend=gpu_backend, variant=variant, **NAN_TUNING)
+    i = list(pyreduce.variants).index(variant)
+    rng = np.random.default_rng(zlib.crc32(variant.encode()))
+    base = rng.standard_normal(NAN_N) * 100
+    pairs = [(pyreduce.max, pyreduce.nanmax), (pyreduce.min, pyreduce.nanmin)]
+    for j, (where, at) in enumerate(NAN_AT.items()):
+        fn, dt = pairs[(i + j) % 2][0], FLOATS[(i + j // 2) % 2]
+        x = base.astype(dt)
+        x[at] = np.nan
+        got = fn(x, **k)
+        assert got.dtype == dt and np.isnan(got), (fn.__name__, dt, where, got)
+    for j, (where, mask) in enumerate(nan_masks(rng).items()):
+        fn, dt = pairs[(i + j) % 2][1], FLOATS[(i + j) % 2]
+        x = np.where(mask, np.nan, base).astype(dt)
+        got, want = fn(x, **k), getattr(np, fn.__name__)(x)
+        assert got.dtype == dt and same_or_both_nan(got, want), (fn.__name__, dt, where, got)
+
+
+@pytest.mark.parametrize("name", ["nanmax", "nanmin"])
+def test_nan_ignored_like_numpy(backend, name):
+    fn, ref = getattr(pyreduce, name), getattr(np, name)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    masks = nan_masks(rng)
+    for dt, where in zip([*FLOATS, np.float64], masks):
+        x = np.where(masks[where], np.nan, rng.standard_normal(NAN_N) * 1e3).astype(dt)
+        if where == "runs":
+            x[rng.integers(NAN_N)] = np.inf if name == "nanmax" else -np.inf
+        before = x.copy()
+        with warnings.catch_warnings():
+            # documented: no RuntimeWarning for an all-NaN input, unlike NumPy
+            warnings.simplefilter("error", RuntimeWarning)
+            got = fn(x, **kw(backend))
+        assert got.dtype == dt and same_or_both_nan(got, ref(x)), (dt, where, got)
+        assert np.array_equal(x, before, equal_nan=True)
+    # integers and bools: as max/min
+    for dt in (np.int8, np.bool_):
+        x = rng.integers(0, 100, 77).astype(dt)
+        got = fn(x, **kw(backend))
+        assert got.dtype == dt and got == ref(x)
+    # empty input: ValueError like np.nanmax, unless an identity or initial is given
+    with pytest.raises(ValueError, match="empty"):
+        fn(np.zeros(0), **kw(backend))
+    assert fn(np.zeros(0), **kw(backend, identity=-2.0)) == -2.0
+    # initial is one more element: a NaN initial is ignored too
+    x = np.array([np.nan, 1.0, np.nan, 2.0])
+    assert fn(x, **kw(backend, initial=np.nan)) == ref(x)
+    assert fn(np.full(3, np.nan), **kw(backend, initial=5.0)) == 5.0
+
+
+def test_nanmax_identity_is_nan():
+    """NaN, not -inf, is nanmax's identity on floats: op(e, v) == v for every v,
+    NaN included."""
+    from pyreduce.ops import as_monoid
+
+    for name in ("nanmax", "nanmin"):
+        m = as_monoid(name, np.float32)
+        assert np.isnan(m.identity) and m.identity.dtype == np.float32
+        for v in (np.float32(np.nan), np.float32(-np.inf), np.float32(2.5)):
+            for got in (m.fn(m.identity, v), m.fn(v, m.identity)):
+                assert got == v or (np.isnan(got) and np.isnan(v)), (name, v, got)
+        assert as_monoid(name, np.int16).identity == (
+            np.iinfo(np.int16).min if name == "nanmax" else np.iinfo(np.int16).max)
+
+
 # --------------------------------------------------------------------------
 # Integer overflow wraps like NumPy's fixed-width integers
 
@@ -188,13 +288,14 @@ def test_user_op_sees_numba_integer_promotion(backend, dt):
     wraps (NEP 50), while compiled Numba (cuda, cpu) computes it in int64 and
     only the op's result is cast back. An op whose result depends on the
     intermediate, such as ``(a + b) % 7``, then differs between the simulator
-    and a GPU."""
+    and a GPU. pyreduce.testing's reference is the compiled op, and its values
+    are drawn near the top of the range, so that every a + b overflows dt."""
     info = np.iinfo(dt)
-    rng = np.random.default_rng(2)
-    x = (int(info.max) - rng.integers(0, 50, 400)).astype(dt)  # every a + b overflows dt
-    want = functools.reduce(lambda a, b: (a + b) % 7, [int(v) for v in x])
-    got = pyreduce.reduce(x, lambda a, b: (a + b) % 7, **kw(backend))
-    assert got.dtype == np.dtype(dt) and int(got) == want
+    near_max = st.integers(int(info.max) - 50, int(info.max))
+    report = pyreduce.testing.check_op(
+        lambda a, b: (a + b) % 7, dt, backends=[backend], variants=["warp_shuffle"],
+        elements=near_max, law_examples=examples(50), backend_examples=examples(3), seed=0)
+    assert report.associative and report.commutative
 
 
 # --------------------------------------------------------------------------
@@ -381,6 +482,8 @@ SPELLINGS = {
     "mul": [operator.mul, np.multiply, "mul", pyreduce.prod],
     "max": [max, np.maximum, "max", pyreduce.max],
     "min": [min, np.minimum, "min", pyreduce.min],
+    "nanmax": [np.fmax, "nanmax", pyreduce.nanmax],
+    "nanmin": [np.fmin, "nanmin", pyreduce.nanmin],
     "and": [operator.and_, np.bitwise_and, "and"],
     "or": [operator.or_, np.bitwise_or, "or"],
     "xor": [operator.xor, np.bitwise_xor, "xor"],
@@ -390,7 +493,7 @@ SPELLINGS = {
 EXPECTED = {
     "add": lambda x: np.add.reduce(x, dtype=x.dtype),
     "mul": lambda x: np.multiply.reduce(x, dtype=x.dtype),
-    "max": np.max, "min": np.min,
+    "max": np.max, "min": np.min, "nanmax": np.nanmax, "nanmin": np.nanmin,
     "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce, "xor": np.bitwise_xor.reduce,
     "logical_and": np.logical_and.reduce, "logical_or": np.logical_or.reduce,
 }

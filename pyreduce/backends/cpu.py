@@ -14,9 +14,10 @@ Large inputs are split into one contiguous chunk per core, folded in parallel
 
 The built-in ops themselves go to NumPy's own reductions (``np.add.reduce`` and
 friends, with the accumulator as ``dtype``): they have the semantics decided in
-:mod:`pyreduce.ops` (NaN propagates through ``np.maximum``, integers wrap in the
-accumulator) and SIMD loops with NaN handling that Numba does not generate for
-``a if a > b or a != a else b``. The generated folds serve every other op.
+:mod:`pyreduce.ops` (NaN propagates through ``np.maximum`` and is ignored by
+``np.fmax``, integers wrap in the accumulator) and SIMD loops with NaN handling
+that Numba does not generate for ``a if a > b or a != a else b``. The generated
+folds serve every other op.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ def fold_source(name: str, streams: int) -> str:
 #: Built-in op name -> the NumPy ufunc with the same semantics.
 UFUNCS = {
     "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+    "nanmax": np.fmax, "nanmin": np.fmin,
     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
     "logical_and": np.logical_and, "logical_or": np.logical_or,
 }

@@ -4,14 +4,15 @@ Every backend calls :func:`check_op` on first use of an op: it compiles
 ``acc_t(op(a, b))`` with Numba's ``njit`` for two accumulator values, so an op Numba
 cannot compile, or whose result cannot be cast to the accumulator (a tuple, a
 string), is a TypeError naming the op and the dtype, raised before a kernel is
-generated or launched. The check runs once per op code and dtype.
+generated or launched. The check runs once per op code and dtype, and keeps the
+compiled step (:func:`compiled_step`) for whatever else runs the op on the host.
 """
 
 from __future__ import annotations
 
 from ..cache import KERNELS
 
-__all__ = ["check_op", "njit_op"]
+__all__ = ["check_op", "compiled_step", "njit_op"]
 
 
 def njit_op(monoid):
@@ -22,6 +23,15 @@ def njit_op(monoid):
 
 
 def check_op(monoid) -> None:
+    """A TypeError if Numba cannot compile ``monoid``'s op for its dtype."""
+    compiled_step(monoid)
+
+
+def compiled_step(monoid):
+    """``acc_t(op(a, b))`` compiled with ``njit``: one step of a reduction as the
+    kernels compute it, to be called with two scalars of ``monoid.dtype``. A
+    TypeError if Numba cannot compile the op for that dtype."""
+
     def build():
         from numba import njit, typeof
         from numba.core import types
@@ -48,6 +58,6 @@ def check_op(monoid) -> None:
                 f"op {monoid.name!r} could not be compiled by Numba for {monoid.dtype} "
                 f"(it must take and return values castable to {monoid.dtype}): {why}"
             )
-        return True
+        return compiled
 
-    KERNELS.get(("check", monoid.cache_key), build)
+    return KERNELS.get(("check", monoid.cache_key), build)

@@ -1,0 +1,428 @@
+"""``pyreduce.testing`` and ``reduce(..., check=True)``: the checker passes the
+operators the project relies on, on every backend and variant, and fails unfit
+ones, and broken backends, with a plain-words message that names the law or the
+backend and variant, the values and both results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyreduce
+from pyreduce import laws
+from pyreduce import testing as pt
+from oracles import P, affine, affine_data, first_nonzero, last_nonzero
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+#: affine maps x -> a*x + b (mod P), packed as a*P + b (tests/oracles.py)
+AFFINE_MAPS = st.builds(lambda a, b: a * P + b, st.integers(1, P - 1), st.integers(0, P - 1))
+AFFINE_IDENTITY = 1 * P + 0  # x -> x
+
+
+def user_add(a, b):
+    return a + b
+
+
+def user_max(a, b):
+    return a if a > b else b
+
+
+# --------------------------------------------------------------------------
+# Laws: what holds
+
+
+LAWFUL = [
+    # (op, dtype, identity, elements, commutative)
+    ("add", np.float32, None, None, True),  # the identity 0 is inferred
+    (user_add, np.float64, 0.0, None, True),  # float + within the default tolerance
+    (user_add, np.int8, 0, None, True),  # wraps in the accumulator, still associative
+    (max, np.float64, None, None, True),  # NaN propagates from both sides
+    ("min", np.uint16, None, None, True),
+    ("nanmax", np.float32, None, None, True),  # NaN is its identity
+    (last_nonzero, np.int64, 0, None, False),
+    (first_nonzero, np.float64, 0.0, None, False),
+    (affine, np.int64, AFFINE_IDENTITY, AFFINE_MAPS, False),
+]
+
+
+@pytest.mark.parametrize("op,dt,identity,elements,commutative", LAWFUL,
+                         ids=[f"{getattr(c[0], '__name__', c[0])}-{np.dtype(c[1])}"
+                              for c in LAWFUL])
+def test_laws_hold(op, dt, identity, elements, commutative):
+    report = pt.check_laws(op, dt, identity, elements=elements, max_examples=50, seed=1)
+    assert report.ok, str(report)
+    assert report.associative and report.commutative == commutative, str(report)
+    assert report.failures == ()
+    if report.identity is not None:
+        assert report.holds("left identity") and report.holds("right identity")
+    text = str(report)
+    assert text.splitlines()[0].endswith(": fit for a parallel reduction")
+    assert "associativity holds" in text
+    if not commutative:
+        assert "commutativity does not hold (not needed" in text
+        assert "op(a, b) != op(b, a) for a=" in text
+
+
+# --------------------------------------------------------------------------
+# Laws: what fails, in plain words (without elements=, a fixed sample is tried
+# first, simplest values first, so these counterexamples are deterministic)
+
+
+UNLAWFUL = [
+    # (op, dtype, identity, law, counterexample)
+    (lambda a, b: a - b, np.float64, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=0.0, b=0.0, c=1.0 "
+     "(the left side is -1.0, the right side 1.0)"),
+    (lambda a, b: (a + b) / 2, np.float32, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=0.0, b=0.0, c=1.0 "
+     "(the left side is 0.5, the right side 0.25)"),
+    (lambda a, b: (a + b) // 2, np.int16, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=0, b=0, c=2 "
+     "(the left side is 1, the right side 0)"),
+    # the conventional max: a NaN in the middle decides which side wins
+    (user_max, np.float64, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=0.0, b=nan, c=-1.0 "
+     "(the left side is -1.0, the right side 0.0)"),
+    (user_add, np.int32, 1, "left identity",
+     "op(e, a) != a for e=1, a=0 (the left side is 1, the right side 0)"),
+    # "the first element": 0 is an identity on the right only
+    (lambda a, b: a, np.float64, 0.0, "left identity",
+     "op(e, a) != a for e=0.0, a=1.0 (the left side is 0.0, the right side 1.0)"),
+    (lambda a, b: b, np.uint8, 7, "right identity",
+     "op(a, e) != a for a=0, e=7 (the left side is 7, the right side 0)"),
+    # an op that raises is a counterexample too
+    (lambda a, b: a // b, np.int64, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=0, b=0, c=0 "
+     "(evaluating it raised ZeroDivisionError: integer division by zero)"),
+]
+
+
+@pytest.mark.parametrize("op,dt,identity,law,text", UNLAWFUL,
+                         ids=["sub", "mean", "int_mean", "user_max", "wrong_identity",
+                              "first", "last", "raises"])
+def test_laws_fail_in_plain_words(op, dt, identity, law, text):
+    report = pt.check_laws(op, dt, identity, max_examples=50, seed=2)
+    assert not report.ok and not report.holds(law)
+    assert [str(c) for c in report.failures if c.law.name == law] == [text]
+    assert f"  {law} fails: {text}" in str(report)
+    assert str(report).splitlines()[0].endswith(": unfit for a parallel reduction")
+    # check_op stops at the laws, with the report as its message
+    with pytest.raises(pt.OpCheckError) as info:
+        pt.check_op(op, dt, identity, law_examples=10, backends=["cpu"], seed=2)
+    assert isinstance(info.value, AssertionError) and text in str(info.value)
+    # and reduce(check=True) refuses the op with the same counterexample
+    with pytest.raises(ValueError, match=f"fails the {law} law for {np.dtype(dt)}") as info:
+        pyreduce.reduce(np.ones(5, dt), op, identity, backend="cpu", check=True)
+    assert text in str(info.value)
+
+
+def test_one_sided_identity_names_the_side():
+    report = pt.check_laws(lambda a, b: a, np.int32, 0, max_examples=20, seed=0)
+    assert not report.holds("left identity") and report.holds("right identity")
+    assert report.associative and not report.commutative
+
+
+def test_user_max_without_nan_is_lawful():
+    """The conventional max fails only through NaN: values without NaN pass."""
+    no_nan = pt.values(np.float64, allow_nan=False)
+    assert pt.check_laws(user_max, np.float64, elements=no_nan, max_examples=100, seed=0).ok
+
+
+def test_float_tolerance():
+    # float + is associative only up to rounding: exactly, it is not
+    exact = pt.check_laws(user_add, np.float64, rtol=0, atol=0, max_examples=100, seed=0)
+    assert not exact.associative and "associativity fails" in str(exact)
+    # a generous tolerance lets a slightly non-associative op through, a tight one not
+    nudge = lambda a, b: a + b + 1e-9 * a  # noqa: E731
+    assert not pt.check_laws(nudge, np.float64, max_examples=100, seed=0).ok
+    assert pt.check_laws(nudge, np.float64, rtol=1e-6, max_examples=100, seed=0).ok
+    for bad, exc in ((-1.0, ValueError), (float("inf"), ValueError), ("1e-6", TypeError),
+                     (True, TypeError)):
+        with pytest.raises(exc, match="rtol"):
+            pt.check_laws(user_add, np.float64, rtol=bad)
+
+
+def test_uncompilable_op():
+    bad = lambda a, b: a + "x"  # noqa: E731
+    with pytest.raises(pt.OpCheckError, match="could not be compiled by Numba for float64"):
+        pt.check_laws(bad, np.float64)
+    with pytest.raises(pt.OpCheckError, match="could not be compiled"):
+        pt.check_op(bad, np.float64, backends=["cpu"])
+    with pytest.raises(TypeError, match="could not be compiled"):
+        pyreduce.reduce(np.ones(3), bad, backend="cpu", check=True)
+    # what cannot be an op at all is the caller's error, as in reduce
+    with pytest.raises(TypeError, match="two arguments"):
+        pt.check_laws(lambda a: a, np.float64)
+    with pytest.raises(TypeError, match="not supported"):
+        pt.check_laws(user_add, np.complex128)
+
+
+# --------------------------------------------------------------------------
+# Every backend and variant against functools.reduce
+
+
+VARIANTS = list(pyreduce.variants)
+
+PROJECT_OPS = [
+    # (op, dtype, identity, elements, variants on the GPU backends); every op runs
+    # on every backend, the variants are shared out to keep the simulator's
+    # launches few, with affine composition, which notices any reordering, on all
+    (affine, np.int64, AFFINE_IDENTITY, AFFINE_MAPS, VARIANTS),
+    (user_add, np.int8, 0, None, VARIANTS[0::4]),  # wraps
+    (max, np.float32, None, None, VARIANTS[1::4]),
+    ("min", np.float64, None, None, VARIANTS[2::4]),
+    (last_nonzero, np.float64, 0.0, None, VARIANTS[3::4]),
+]
+
+
+@pytest.mark.parametrize("op,dt,identity,elements,variants", PROJECT_OPS,
+                         ids=[getattr(c[0], "__name__", c[0]) for c in PROJECT_OPS])
+def test_check_op_passes_the_project_ops(op, dt, identity, elements, variants):
+    report = pt.check_op(op, dt, identity, elements=elements, variants=variants,
+                         law_examples=50, backend_examples=2, seed=3)
+    assert report.ok
+
+
+@pytest.mark.parametrize("op,dt", [("add", np.float32), (np.logical_or, np.float64),
+                                   ("nanmin", np.int16), ("mul", np.uint8)],
+                         ids=["add", "logical_or", "nanmin", "mul"])
+def test_builtins_pass_on_cpu(op, dt):
+    """Inferred identities (and none for nanmin), a bool accumulator for float input."""
+    report = pt.check_op(op, dt, backends=["cpu"], law_examples=30, backend_examples=10, seed=5)
+    assert report.ok and report.commutative
+
+
+def test_backend_mismatch_is_shrunk_and_named():
+    """``a - b`` skips the laws here: the CPU fold splits 16 or more elements into
+    8 streams, so the smallest array that shows it has 16 elements."""
+    with pytest.raises(pt.OpCheckError) as info:
+        pt.check_backends(lambda a, b: a - b, np.float64, backends=["cpu"], seed=0)
+    assert str(info.value) == (
+        "pyreduce.reduce(x, op, backend='cpu') returned 0.0 where functools.reduce "
+        "returned -14.0, for x = [" + ", ".join(["1.0"] * 16) + "] (16 elements of float64)"
+    )
+
+
+def _broken(bug):
+    """``pyreduce.reduce`` with one bug, on the simulator's ``last_block`` only
+    (computed on the CPU backend, so that shrinking launches nothing)."""
+    real = pyreduce.reduce
+
+    def broken(x, op, identity=None, **kwargs):
+        if kwargs.get("variant") != "last_block":
+            return real(x, op, identity, **kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k == "initial"}
+        if bug == "drops the last element" and x.size > 1:
+            x = x[:-1]
+        if bug == "modifies its input" and x.size:
+            x[0] = 5
+        if bug == "raises":
+            raise RuntimeError("launch failed")
+        if bug == "wrong identity" and x.size == 0:
+            return np.int64(42)
+        got = real(x, op, identity, backend="cpu", **kwargs)
+        return got.astype(np.int32) if bug == "wrong dtype" else got
+
+    return broken
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("bug,message", [
+    ("drops the last element", r"returned \d+ where functools.reduce returned \d+, for x = \["),
+    ("modifies its input", r"modified its input, for x = \["),
+    ("raises", r"reduce\(empty, op, identity=0, backend='sim', variant='last_block', "
+               r".*\) raised RuntimeError: launch failed"),
+    ("wrong dtype", r"returned np.int32\(\d+\), not a scalar of int64, for x = \["),
+    ("wrong identity", r"pyreduce.reduce\(empty, op, identity=0, backend='sim', "
+                       r"variant='last_block', .*\) returned 42, not the identity"),
+])
+def test_broken_backend_is_caught(monkeypatch, bug, message):
+    monkeypatch.setattr(pt, "reduce", _broken(bug))
+    with pytest.raises(pt.OpCheckError, match=message) as info:
+        pt.check_backends(last_nonzero, np.int64, 0, backends=["sim"], variants=["last_block"],
+                          elements=st.integers(0, 3), max_examples=10, seed=4)
+    if "x = [" in str(info.value):
+        assert str(info.value).startswith(
+            "pyreduce.reduce(x, op, backend='sim', variant='last_block', block_size=64, "
+            "items_per_thread=2, max_blocks=3) ")
+
+
+def test_empty_input_without_identity_must_raise(monkeypatch):
+    real = pyreduce.reduce
+
+    def lenient(x, op, identity=None, **kwargs):
+        return np.int64(0) if x.size == 0 else real(x, op, identity, **kwargs)
+
+    monkeypatch.setattr(pt, "reduce", lenient)
+    with pytest.raises(pt.OpCheckError, match=r"reduce\(empty, op, backend='cpu'\) returned 0 "
+                                              r"where it should raise ValueError"):
+        pt.check_backends(last_nonzero, np.int64, backends=["cpu"])
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="backend 'gpu' is not available"):
+        pt.check_backends(user_add, np.int32, backends=["gpu"])
+    with pytest.raises(ValueError, match="unknown variant 'fast'"):
+        pt.check_backends(user_add, np.int32, variants=["fast"])
+    with pytest.raises(TypeError, match="tuning must be a dict"):
+        pt.check_backends(user_add, np.int32, backends=["cpu"], tuning=64)
+    with pytest.raises(TypeError, match=r"tuning keys \['block'\] are not"):
+        pt.check_backends(user_add, np.int32, backends=["cpu"], tuning={"block": 64})
+    with pytest.raises(ValueError, match="max_examples must be an int >= 1"):
+        pt.check_laws(user_add, np.int32, max_examples=0)
+    with pytest.raises(ValueError, match="max_size"):
+        pt.sizes(-1)
+    with pytest.raises(ValueError, match="larger than max_size"):
+        pt.sizes(3, min_size=4)
+    with pytest.raises(TypeError, match="not supported"):
+        pt.values(np.float16)
+    with pytest.raises(ValueError, match="max_magnitude"):
+        pt.values(np.float64, max_magnitude=-1)
+    with pytest.raises(TypeError, match="max_magnitude"):
+        pt.values(np.float64, max_magnitude="big")
+    with pytest.raises(TypeError, match="either elements= or value options"):
+        pt.arrays(np.int8, elements=pt.values(np.int8), allow_nan=False)
+
+
+# --------------------------------------------------------------------------
+# Strategies
+
+
+@settings(max_examples=60)
+@given(data=st.data())
+def test_values_respect_their_options(data):
+    dt = np.dtype(data.draw(st.sampled_from(pyreduce.ops.SUPPORTED_DTYPES)))
+    nan, inf = data.draw(st.booleans()), data.draw(st.booleans())
+    v = data.draw(pt.values(dt, allow_nan=nan, allow_infinity=inf))
+    assert isinstance(v, np.generic) and v.dtype == dt
+    if dt.kind == "f":
+        assert nan or not np.isnan(v)
+        assert inf or not np.isinf(v)
+        assert np.isnan(v) or np.isinf(v) or abs(v) <= 1e6
+    small = data.draw(pt.values(dt, max_magnitude=100))
+    assert small.dtype == dt and (dt.kind == "b" or np.isnan(small) or np.isinf(small)
+                                  or abs(int(small) if dt.kind != "f" else small) <= 100)
+
+
+@settings(max_examples=30)
+@given(x=pt.arrays(np.int8, min_size=2, max_size=300), y=pt.arrays(
+    np.int64, max_size=50, elements=st.integers(-3, 3)))
+def test_arrays(x, y):
+    assert x.dtype == np.int8 and x.ndim == 1 and 2 <= x.size <= 300
+    assert y.dtype == np.int64 and y.size <= 50 and np.all(np.abs(y) <= 3)
+
+
+def test_array_sizes_sit_on_edges():
+    # warp, block, tile and grid edges of SIM_TUNING: 32/64 threads, tiles of 128, 3 blocks
+    edges = pt._edges(0, 400)
+    assert {31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 383, 384, 385} <= set(edges)
+    assert max(edges) <= 400 and pt._edges(5, 9) == [7, 8, 9]
+
+
+def test_elements_that_do_not_fit_are_refused():
+    from hypothesis import find
+
+    with pytest.raises(TypeError, match="element=300 does not fit in int8"):
+        find(pt.arrays(np.int8, min_size=1, elements=st.just(300)), lambda x: True)
+
+
+# --------------------------------------------------------------------------
+# reduce(..., check=True)
+
+
+def test_check_true_leaves_results_alone(backend):
+    rng = np.random.default_rng(9)
+    x = np.where(rng.random(150) < 0.7, 0, rng.integers(-99, 99, 150))
+    k = {"backend": backend}
+    if backend == "sim":
+        k.update(block_size=64, items_per_thread=2, max_blocks=3)
+    got = pyreduce.reduce(x, last_nonzero, check=True, **k)
+    assert got == x[x != 0][-1] == pyreduce.reduce(x, last_nonzero, **k)
+    # built-in ops skip it, through the named reductions too
+    assert pyreduce.sum(x, check=True, **k) == x.sum()
+    assert pyreduce.nanmax(x.astype(np.float64), check=True, **k) == x.max()
+
+
+def test_check_true_knows_no_domain():
+    """Affine composition is associative on encoded maps only; on arbitrary int64
+    values its products overflow, and the quick check, which draws from the whole
+    dtype, says so (pyreduce.testing takes elements= for such ops)."""
+    with pytest.raises(ValueError, match="fails the associativity law for int64"):
+        pyreduce.reduce(affine_data(10), affine, backend="cpu", check=True)
+
+
+def test_check_true_runs_once_per_op_dtype_and_identity(monkeypatch):
+    calls = []
+    real = laws.sample_counterexample
+
+    def counting(*args, **kwargs):
+        calls.append(args[0].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(laws, "sample_counterexample", counting)
+    # empty inputs with initial=: the check runs, no fold is compiled
+    x = np.zeros(0, np.int32)
+    op = lambda a, b: a * b + 0 * 12345  # noqa: E731 - a code no other test uses
+    assert pyreduce.reduce(x, op, initial=7, check=True, backend="cpu") == 7
+    assert calls == ["associativity"]
+    same_code = lambda a, b: a * b + 0 * 12345  # noqa: E731
+    pyreduce.reduce(x, same_code, initial=7, check=True, backend="cpu")
+    pyreduce.reduce(x, op, initial=7, backend="cpu")  # check=False checks nothing
+    assert calls == ["associativity"]
+    pyreduce.reduce(x, op, 1, check=True, backend="cpu")  # an identity: both sides too
+    assert calls == ["associativity", "associativity", "left identity", "right identity"]
+    pyreduce.reduce(x.astype(np.int64), op, initial=7, check=True, backend="cpu")
+    assert len(calls) == 5  # another dtype
+
+
+def test_check_must_be_a_bool():
+    with pytest.raises(TypeError, match="check= must be True or False"):
+        pyreduce.reduce(np.ones(3), user_add, check="yes", backend="cpu")
+
+
+_NO_HYPOTHESIS = textwrap.dedent(
+    """
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, pyreduce
+    out = {"imported": sorted(m for m in sys.modules if m.split(".")[0] == "hypothesis")}
+    sys.modules["hypothesis"] = None  # as if it were not installed
+    try:
+        pyreduce.reduce(np.ones(4), lambda a, b: a - b, backend="cpu", check=True)
+    except ValueError as exc:
+        out["check"] = str(exc)
+    out["good"] = float(pyreduce.reduce(np.ones(4), lambda a, b: a + b, 0.0, backend="cpu",
+                                        check=True))
+    try:
+        pyreduce.testing  # imported on first use
+    except ImportError as exc:
+        out["testing"] = str(exc)
+    print(json.dumps(out))
+    """
+)
+
+
+def test_without_hypothesis():
+    """``import pyreduce`` does not import hypothesis, ``check=True`` works without
+    it, and ``pyreduce.testing`` says what it needs."""
+    env = dict(os.environ, PYTHONPATH=REPO, NUMBA_ENABLE_CUDASIM="0")
+    proc = subprocess.run([sys.executable, "-c", _NO_HYPOTHESIS], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["imported"] == []
+    assert "fails the associativity law for float64: op(op(a, b), c) != op(a, op(b, c))" \
+        in out["check"]
+    assert out["good"] == 4.0
+    assert out["testing"].startswith("pyreduce.testing needs hypothesis, which is not installed")
