@@ -56,6 +56,7 @@ def kernel_name(spec: KernelSpec) -> str:
         f"pyreduce_{spec.variant}_{src}_{acc}"
         f"_b{spec.block}_w{spec.warp}_i{spec.items}"
         + (f"_v{spec.vector}" if spec.vector > 1 else "")
+        + ("_finish" if spec.finish else "")
     )
 
 

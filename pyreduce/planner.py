@@ -212,5 +212,6 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     grid = -(-n // chunk)  # no block without elements
     finish = None
     if variant.layout != "single_pass" and (grid > 1 or extra_partials):
-        finish = KernelSpec(name, acc_dtype, acc_dtype, op_key, block, warp, items_for(acc_dtype))
+        finish = KernelSpec(name, acc_dtype, acc_dtype, op_key, block, warp, items_for(acc_dtype),
+                            finish=True)
     return Plan(spec, variant.layout, n, grid, chunk, finish, extra_partials)

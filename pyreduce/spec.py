@@ -33,6 +33,9 @@ class KernelSpec:
     items: int = 4
     #: elements per load of the input (1: scalar loads); see pyreduce.backends.vload
     vector: int = 1
+    #: a finishing pass: its input is the partials of an earlier pass (already
+    #: accumulator values), not the user's elements
+    finish: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "in_dtype", np.dtype(self.in_dtype))
@@ -47,6 +50,8 @@ class KernelSpec:
             )
         if self.items not in ITEMS_PER_THREAD:
             raise ValueError(f"items per thread {self.items} not in {ITEMS_PER_THREAD}")
+        if self.finish and (self.vector != 1 or self.in_dtype != self.acc_dtype):
+            raise ValueError("a finishing pass reads accumulator values with scalar loads")
         if (self.vector not in ITEMS_PER_THREAD or self.vector > self.items
                 or self.vector * self.in_dtype.itemsize > 16):
             raise ValueError(
@@ -76,4 +81,5 @@ class KernelSpec:
         src, acc = self.in_dtype.str[1:], self.acc_dtype.str[1:]
         dt = src if src == acc else f"{src}->{acc}"
         vec = f" v{self.vector}" if self.vector > 1 else ""
-        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}"
+        fin = " finish" if self.finish else ""
+        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}"
