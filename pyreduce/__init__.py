@@ -5,7 +5,11 @@
 5.0
 """
 
-from .api import Reduce, max, min, nanmax, nanmin, prod, reduce, sum
+from . import tuning
+from .api import (
+    Reduce, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum, prod,
+    reduce, std, sum, var,
+)
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .explain import Explanation, explain
@@ -14,8 +18,9 @@ from .variants import variant_source
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
+    "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
-    "cache_info", "cache_clear",
+    "cache_info", "cache_clear", "tuning",
 ]
 
 __version__ = "0.1.0"

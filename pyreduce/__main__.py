@@ -1,8 +1,12 @@
-"""Command line: ``python -m pyreduce [demo|info]`` (also installed as ``pyreduce``).
+"""Command line: ``python -m pyreduce [demo|info|tune|tuning]`` (also installed as
+``pyreduce``).
 
 ``demo`` (the default) runs a few reductions on the best backend present and
 prints each result and time next to NumPy's; it exits non-zero if any result
-disagrees. ``info`` prints the versions and backends this process sees.
+disagrees. ``info`` prints the versions and backends this process sees. ``tune``
+measures the best kernel configuration for common cases on this GPU and records
+it (:mod:`pyreduce.tuning`); ``tuning`` lists the recorded choices and
+``tuning --reset`` forgets them.
 """
 
 from __future__ import annotations
@@ -229,7 +233,8 @@ def demo(size: int | None = None, backend: str = "auto", repeat: int = 3,
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m pyreduce",
-        description="pyreduce command line: a demo (default) and version information.",
+        description="pyreduce command line: a demo (default), version information and "
+                    "the autotuner.",
     )
     sub = p.add_subparsers(dest="command")
     d = sub.add_parser("demo", help="run a few reductions next to NumPy (the default)")
@@ -241,7 +246,46 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--repeat", type=int, default=3,
                    help="timed calls after the first (the best is shown; default 3)")
     sub.add_parser("info", help="versions, backends and the GPU")
+    t = sub.add_parser("tune", help="measure and record the best kernels on this GPU")
+    t.add_argument("--dtypes", nargs="+", default=["float32", "float64", "int32"])
+    t.add_argument("--ops", nargs="+", default=["add", "max", "user"],
+                   help="built-in op names, and 'user' for user-written ops")
+    t.add_argument("--sizes", nargs="+", type=int, default=[16, 20, 24, 28],
+                   help="log2 of the sizes to tune (default: 16 20 24 28)")
+    s = sub.add_parser("tuning", help="the recorded tuned choices")
+    s.add_argument("--reset", action="store_true", help="forget every recorded choice")
     return p
+
+
+def _user_add(a, b):
+    return a + b
+
+
+def tune(dtypes, ops, sizes, out=sys.stdout) -> int:
+    """Tune each dtype x op x size on the GPU; print each choice."""
+    import numpy as np
+
+    from numba import cuda
+
+    import pyreduce
+    from pyreduce import tuning
+
+    if "cuda" not in pyreduce.available():
+        print("error: tuning needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rng = np.random.default_rng(0)
+    for log2 in sizes:
+        for dt in dtypes:
+            host = (rng.standard_normal(2**log2) * 100).astype(dt)
+            x = cuda.to_device(host)
+            for op in ops:
+                fn = _user_add if op == "user" else op
+                choice = tuning.tune(x, fn, backend="cuda")
+                print(f"{dt} {op} 2**{log2}: {choice.variant} b{choice.block_size} "
+                      f"i{choice.items_per_thread} ({choice.GBps:.0f} GB/s)", file=out,
+                      flush=True)
+    print(tuning.show(), file=out)
+    return 0
 
 
 def main(argv=None) -> int:
@@ -250,6 +294,15 @@ def main(argv=None) -> int:
     command = args.command or "demo"
     if command == "info":
         return info()
+    if command == "tuning":
+        from pyreduce import tuning
+
+        if args.reset:
+            tuning.reset()
+        print(tuning.show())
+        return 0
+    if command == "tune":
+        return tune(args.dtypes, args.ops, args.sizes)
     size = getattr(args, "size", None)
     backend = getattr(args, "backend", "auto")
     repeat = max(1, getattr(args, "repeat", 3))

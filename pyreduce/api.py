@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backends, laws
+from . import backends, laws, structured
 from .interop import inspect
 from .backends.base import check_out
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
 from .variants import VARIANTS
 
-__all__ = ["reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce"]
+__all__ = [
+    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
+    "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod",
+]
 
 
 def reduce(
@@ -19,6 +22,7 @@ def reduce(
     op,
     identity=None,
     *,
+    map=None,
     initial=None,
     dtype=None,
     backend: str = "auto",
@@ -48,9 +52,15 @@ def reduce(
         identity: the value ``e`` with ``op(e, v) == op(v, e) == v``; returned for an
             empty input. Inferred for built-in ops, except that ``max``/``min`` of an
             empty array raise ValueError as in NumPy.
+        map: ``map(i, v)``, applied to element ``v`` at flat index ``i`` as it is
+            loaded: what is reduced is ``map(i, x[i])``. It may return a tuple
+            (a tuple accumulator: ``op`` then combines tuples, and ``identity``
+            and the result are tuples), e.g. ``lambda i, v: (v, i)`` for an
+            argmax. Without ``dtype=`` the accumulator is what ``map`` returns.
         initial: a value combined once, on the left, like ``functools.reduce``'s.
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
-            the logical ops). Input values are cast to it as they are loaded.
+            the logical ops). Input values are cast to it as they are loaded. With
+            ``map=``, a tuple of dtypes for a tuple accumulator.
         backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce[rocm]``; compiled
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
         device_result: return the result as a 0-d device array instead of a NumPy
@@ -92,7 +102,7 @@ def reduce(
     """
     return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
                    stream, variant, block_size, items_per_thread, warp_size, max_blocks,
-                   vector_loads, check)
+                   vector_loads, check, map)
 
 
 _DEFAULT_TUNING = Tuning()
@@ -101,9 +111,9 @@ _DEFAULT_TUNING = Tuning()
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             device_result=False, out=None, stream=None, variant="auto", block_size=None,
             items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
-            check=False):
+            check=False, map=None):
     """:func:`reduce` of an inspected input (the named reductions inspect first)."""
-    monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
         laws.check_if_requested(monoid, check)
     if (variant == "auto" and block_size is None and items_per_thread is None
@@ -140,23 +150,25 @@ class Prepared:
             if be.name == "cpu":
                 what = "device_result=True" if device_result else "a device out= array"
                 raise ValueError(f"{what} needs a GPU backend, not 'cpu'")
+            if monoid.finalize is not None:
+                raise ValueError(f"{monoid.name} finishes its result on the host: "
+                                 "device_result=True and a device out= do not apply")
             if out is not None:
                 user, buffer = out, be.out_buffer(out, monoid.dtype)
             else:
                 user, buffer = be.new_result(monoid.dtype, stream, self.info)
         if self.info.size == 0:
             value = self.initial if self.initial is not None else monoid.empty_result()
-            value = monoid.dtype.type(value)
             if buffer is None:
-                return value
+                return monoid.result(value)
             be.put_value(buffer, value, stream)
             return user
         if be.name == "cpu":
             host = self.info.host if self.info.host is not None else _to_host(self.info.device)
-            return be.reduce(host, monoid, self.initial)
+            return monoid.result(be.reduce(host, monoid, self.initial))
         run = be.executable(self.plan, monoid, self.device)
         if buffer is None:
-            return run(self.flat, stream, self.initial)
+            return monoid.result(run(self.flat, stream, self.initial))
         run(self.flat, stream, self.initial, buffer)
         return user
 
@@ -252,6 +264,104 @@ operator is ``np.fmin``. Keywords as for ``reduce``.
     >>> float(pyreduce.nanmin(np.array([3.0, np.nan, -1.0]), backend="cpu"))
     -1.0
 """
+
+
+def _tuned(kwargs: dict, name: str) -> dict:
+    """The keywords a structured reduction passes on: backend, stream and tuning."""
+    allowed = {"backend", "stream", "variant", "block_size", "items_per_thread",
+               "warp_size", "max_blocks", "vector_loads"}
+    unknown = set(kwargs) - allowed
+    if unknown:
+        raise TypeError(f"{name}() got unexpected keyword argument(s) "
+                        f"{', '.join(sorted(unknown))}")
+    return kwargs
+
+
+def argmax(x, **kwargs):
+    """The flat (C-order) index of the largest element, the first one if there are
+    ties, like ``np.argmax``: NaN counts as the largest, so the first NaN's index
+    if there is one. An empty input raises ValueError. Keywords: ``backend``,
+    ``stream`` and the tuning keywords of ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> int(pyreduce.argmax(np.array([3, 9, 1, 9]), backend="cpu"))
+    1
+    """
+    info = inspect(x)
+    return _reduce(info, structured.argmax_monoid(info.dtype), None, **_tuned(kwargs, "argmax"))
+
+
+def argmin(x, **kwargs):
+    """The flat index of the smallest element (the first; the first NaN's if any),
+    like ``np.argmin``. Keywords as for ``argmax``."""
+    info = inspect(x)
+    return _reduce(info, structured.argmin_monoid(info.dtype), None, **_tuned(kwargs, "argmin"))
+
+
+def minmax(x, **kwargs):
+    """``(min, max)`` in one pass over the input; NaN propagates into both, as
+    with ``np.min`` and ``np.max``. Keywords as for ``argmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> tuple(float(v) for v in pyreduce.minmax(np.array([2.0, -1.0, 5.0]), backend="cpu"))
+    (-1.0, 5.0)
+    """
+    info = inspect(x)
+    return _reduce(info, structured.minmax_monoid(info.dtype), None, **_tuned(kwargs, "minmax"))
+
+
+def mean(x, **kwargs):
+    """The mean, in one pass with float64 accumulators (Chan's pairwise update);
+    float32 input gives a float32 result, others float64, like ``np.mean``. An
+    empty input gives NaN. Keywords as for ``argmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.mean(np.array([1, 2, 3, 4]), backend="cpu"))
+    2.5
+    """
+    info = inspect(x)
+    return _reduce(info, structured.moments_monoid(info.dtype, "mean"), None,
+                   **_tuned(kwargs, "mean"))
+
+
+def var(x, ddof=0, **kwargs):
+    """The variance (``ddof``: delta degrees of freedom, as in ``np.var``), in one
+    pass. Keywords as for ``argmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1, backend="cpu"))
+    1.6666666666666667
+    """
+    info = inspect(x)
+    return _reduce(info, structured.moments_monoid(info.dtype, "var", ddof), None,
+                   **_tuned(kwargs, "var"))
+
+
+def std(x, ddof=0, **kwargs):
+    """The standard deviation, ``sqrt(var(x, ddof))``. Keywords as for ``argmax``."""
+    info = inspect(x)
+    return _reduce(info, structured.moments_monoid(info.dtype, "std", ddof), None,
+                   **_tuned(kwargs, "std"))
+
+
+def nansum(x, *, dtype=None, **kwargs):
+    """The sum with NaN taken as zero, like ``np.nansum`` (accumulated like
+    ``np.sum``, or in ``dtype``). Keywords: ``initial``, ``device_result``, ``out``
+    and those of ``argmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nansum(np.array([1.0, np.nan, 2.0]), backend="cpu"))
+    3.0
+    """
+    info = inspect(x)
+    return _reduce(info, structured.nansum_monoid(info.dtype, dtype), None, **kwargs)
+
+
+def nanprod(x, *, dtype=None, **kwargs):
+    """The product with NaN taken as one, like ``np.nanprod``. Keywords as for
+    ``nansum``."""
+    info = inspect(x)
+    return _reduce(info, structured.nanprod_monoid(info.dtype, dtype), None, **kwargs)
 
 
 class Reduce:

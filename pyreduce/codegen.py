@@ -31,6 +31,7 @@ import textwrap
 import warnings
 from typing import Any
 
+from .dtypes import code
 from .spec import KernelSpec
 
 __all__ = ["Kernel", "compile_module", "render", "indent", "kernel_name"]
@@ -51,7 +52,7 @@ def indent(code: str, level: int) -> str:
 
 def kernel_name(spec: KernelSpec) -> str:
     """A Python identifier that encodes the spec, shown by profilers."""
-    src, acc = spec.in_dtype.str[1:], spec.acc_dtype.str[1:]
+    src, acc = code(spec.in_dtype), code(spec.acc_dtype)
     return (
         f"pyreduce_{spec.variant}_{src}_{acc}"
         f"_b{spec.block}_w{spec.warp}_i{spec.items}"

@@ -29,15 +29,8 @@ import numpy as np
 
 __all__ = ["Monoid", "as_monoid", "SUPPORTED_DTYPES", "check_dtype", "sum_dtype", "cast_value"]
 
-#: Input and accumulator dtypes the kernels support.
-SUPPORTED_DTYPES = tuple(
-    np.dtype(t)
-    for t in (
-        np.bool_,
-        np.int8, np.int16, np.int32, np.int64,
-        np.uint8, np.uint16, np.uint32, np.uint64,
-        np.float32, np.float64,
-    )
+from .dtypes import (  # noqa: E402  (SUPPORTED_DTYPES, check_dtype re-exported)
+    SUPPORTED_DTYPES, as_value, check_dtype, fields, is_tuple, tuple_dtype,
 )
 
 
@@ -187,23 +180,6 @@ def _builtin_name(op) -> str | None:
     return None
 
 
-_SUPPORTED = frozenset(SUPPORTED_DTYPES)
-
-
-def check_dtype(dtype, what: str = "input") -> np.dtype:
-    """The dtype as ``np.dtype`` if the kernels support it, else a TypeError."""
-    if dtype in _SUPPORTED:  # already a supported np.dtype: the common case, first
-        return dtype
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(f"{what} dtype {dtype!r} is not a NumPy dtype") from exc
-    if dt not in SUPPORTED_DTYPES:
-        names = ", ".join(d.name for d in SUPPORTED_DTYPES)
-        raise TypeError(f"{what} dtype {dt} is not supported (supported: {names})")
-    return dt
-
-
 def sum_dtype(dt: np.dtype) -> np.dtype:
     """NumPy's accumulator for ``np.sum``/``np.prod``: small ints widen to 64 bits."""
     if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
@@ -302,13 +278,23 @@ class Monoid:
     commutative: bool
     key: Hashable
     empty_ok: bool = True
+    #: ``map(i, v)``: element ``v`` at flat index ``i`` as an accumulator value,
+    #: applied as elements are loaded (None: the element cast to ``dtype``)
+    map: Callable | None = None
+    #: the accumulator as the user sees the result (argmax: its index; mean: the
+    #: mean from a count, mean and m2), applied on the host; None: as it is
+    finalize: Callable | None = None
+    #: the accumulated value of a host array computed by NumPy (the cpu backend's
+    #: fast path for built-in reductions); None: the generated folds
+    host: Callable | None = None
 
     @property
     def cache_key(self) -> Hashable:
-        return (self.key, self.dtype.str)
+        return (self.key, self.dtype.str if self.dtype.names is None
+                else tuple(self.dtype.descr))
 
     def empty_result(self):
-        """What a reduction of no elements returns: the identity, or a ValueError."""
+        """What a reduction of no elements accumulates: the identity, or a ValueError."""
         if self.identity is None or not self.empty_ok:
             raise ValueError(
                 f"reduction of an empty array with op {self.name!r} has no identity; "
@@ -316,11 +302,23 @@ class Monoid:
             )
         return self.identity
 
+    def result(self, raw):
+        """An accumulator value read back (a scalar or a record) as the result."""
+        value = as_value(raw, self.dtype)
+        return value if self.finalize is None else self.finalize(value)
+
 
 def cast_value(value, dtype: np.dtype, what: str):
     """``value`` as a scalar of ``dtype``; TypeError if it is not a value of it
     (a string, a fraction for an integer dtype, out of range, 2 for a bool, a
-    finite float that would overflow to infinity)."""
+    finite float that would overflow to infinity). For a tuple dtype, a tuple of
+    one such value per field."""
+    if is_tuple(dtype):
+        parts = fields(dtype)
+        if not isinstance(value, (tuple, list, np.void)) or len(value) != len(parts):
+            raise TypeError(f"{what}={value!r} must be a tuple of {len(parts)} values "
+                            f"({', '.join(p.name for p in parts)})")
+        return tuple(cast_value(v, d, what) for v, d in zip(value, parts))
     if isinstance(value, (bool, np.bool_)):
         return dtype.type(value)
     if isinstance(value, (float, np.floating)):
@@ -376,21 +374,21 @@ def _same(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
-def as_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
+def as_monoid(op, dtype, identity=None, *, acc_dtype=None, map=None) -> Monoid:
     """Normalise ``op`` for input ``dtype`` (see :func:`make_monoid`), remembering
     the answer per op object: building one costs microseconds, and keying a user
     function walks its bytecode, constants and globals. The remembered answer is
     used while the function's closure, globals and defaults are the same objects,
     so rebinding a value the op uses gives it a new key, as a new function would."""
     try:
-        key = (op, dtype, type(identity), identity, acc_dtype)
+        key = (op, dtype, type(identity), identity, acc_dtype, map)
         found = _MONOIDS.get(key)
     except TypeError:  # something unhashable: no memo
-        return make_monoid(op, dtype, identity, acc_dtype=acc_dtype)
-    bound = _bindings(op)
+        return make_monoid(op, dtype, identity, acc_dtype=acc_dtype, map=map)
+    bound = _bindings(op) if map is None else _bindings(op) + _bindings(map)
     if found is not None and _same(found[1], bound):
         return found[0]
-    monoid = make_monoid(op, dtype, identity, acc_dtype=acc_dtype)
+    monoid = make_monoid(op, dtype, identity, acc_dtype=acc_dtype, map=map)
     if len(_MONOIDS) >= 1024:  # many short-lived lambdas: start over
         _MONOIDS.clear()
         _GLOBAL_NAMES.clear()
@@ -398,14 +396,26 @@ def as_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
     return monoid
 
 
-def make_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
+def make_monoid(op, dtype, identity=None, *, acc_dtype=None, map=None) -> Monoid:
     """Normalise ``op`` for input ``dtype``.
 
     ``op`` is a built-in (``max``, ``operator.add``, ``np.maximum``, ... or a name
-    such as ``"add"``) or a Python function of two arguments. ``acc_dtype`` overrides
-    the accumulator dtype. Raises TypeError for what cannot be an op or a value.
+    such as ``"add"``), a Python function of two arguments, or a ready
+    :class:`Monoid` (returned as it is). ``acc_dtype`` overrides the accumulator
+    dtype: a dtype, or a tuple of dtypes for a tuple accumulator. ``map`` is an
+    element map ``map(i, v)``; without ``acc_dtype`` the accumulator is what it
+    returns for this input dtype (a tuple of values makes a tuple accumulator).
+    Raises TypeError for what cannot be an op or a value.
     """
+    if isinstance(op, Monoid):
+        return op
     dt = check_dtype(dtype)
+    if map is not None:
+        return _mapped(op, dt, identity, acc_dtype, map)
+    if isinstance(acc_dtype, (tuple, list)) or (acc_dtype is not None
+                                                 and np.dtype(acc_dtype).names):
+        raise TypeError("a tuple dtype= needs map=, the function that makes each element "
+                        "a tuple")
     name = _builtin_name(op)
     if name is not None:
         b = _BUILTINS[name]
@@ -445,3 +455,65 @@ def make_monoid(op, dtype, identity=None, *, acc_dtype=None) -> Monoid:
         name=fn.__name__, fn=fn, dtype=acc, identity=ident, commutative=False,
         key=function_key(fn),
     )
+
+
+def _function(fn, what: str, argcount: int) -> types.FunctionType:
+    """``fn`` as a plain Python function of ``argcount`` arguments (a Numba
+    dispatcher gives its ``py_func``), else a TypeError naming ``what``."""
+    fn = getattr(fn, "py_func", fn)
+    if isinstance(fn, functools.partial) or not isinstance(fn, types.FunctionType):
+        raise TypeError(f"{what} must be a Python function (a def or lambda Numba can "
+                        f"compile), got {type(fn).__name__}")
+    if fn.__code__.co_argcount != argcount:
+        raise TypeError(f"{what} {fn.__name__!r} must take exactly {argcount} arguments, "
+                        f"takes {fn.__code__.co_argcount}")
+    return fn
+
+
+def _mapped(op, dt: np.dtype, identity, acc_dtype, map) -> Monoid:
+    """An op with an element map: ``reduce(x, op, map=map)`` folds
+    ``map(i, x[i])``. The accumulator is ``acc_dtype`` or what the map returns."""
+    fmap = _function(map, "map", 2)
+    if acc_dtype is None:
+        acc = map_dtype(fmap, dt)
+    elif isinstance(acc_dtype, (tuple, list)):
+        acc = tuple_dtype(acc_dtype)
+    else:
+        acc = np.dtype(acc_dtype)
+        for d in fields(acc):
+            check_dtype(d, "dtype=")
+    name = _builtin_name(op)
+    if name is not None:  # a built-in op over mapped elements (a sum of squares)
+        if is_tuple(acc):
+            raise TypeError(f"built-in op {name!r} combines scalars; map= returns a tuple")
+        base = make_monoid(name, acc, identity, acc_dtype=acc)
+        return dataclasses.replace(base, map=fmap,
+                                   key=("mapped", base.key, function_key(fmap)))
+    fn = _function(op, "op", 2)
+    ident = None if identity is None else cast_value(identity, acc, "identity")
+    return Monoid(name=fn.__name__, fn=fn, dtype=acc, identity=ident, commutative=False,
+                  key=("mapped", function_key(fn), function_key(fmap)), map=fmap)
+
+
+def map_dtype(fmap, in_dtype: np.dtype) -> np.dtype:
+    """The accumulator dtype ``fmap(i, v)`` returns for elements of ``in_dtype``, as
+    Numba types it (a tuple of values: a tuple dtype)."""
+    from numba import njit, typeof
+    from numba.core import types as nt
+    from numba.core.errors import NumbaError
+    from numba.np.numpy_support import as_dtype
+
+    try:
+        compiled = njit(fmap)
+        compiled.compile((nt.int64, typeof(in_dtype.type(0))))
+        ret = compiled.nopython_signatures[0].return_type
+    except NumbaError as exc:
+        raise TypeError(f"map {fmap.__name__!r} could not be compiled by Numba for "
+                        f"{in_dtype}: {str(exc).strip().splitlines()[0]}") from exc
+    try:
+        if isinstance(ret, nt.BaseTuple):
+            return tuple_dtype([as_dtype(t) for t in ret])
+        return check_dtype(as_dtype(ret), "map result")
+    except (TypeError, NotImplementedError, NumbaError) as exc:
+        raise TypeError(f"map {fmap.__name__!r} returns {ret}, not a supported scalar or a "
+                        f"tuple of them") from exc

@@ -8,7 +8,10 @@ import numpy as np
 
 from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
-__all__ = ["DeviceInfo", "Plan", "Tuning", "make_plan", "address_alignment", "vector_width"]
+__all__ = [
+    "DeviceInfo", "Plan", "Tuning", "make_plan", "address_alignment", "vector_width",
+    "auto_variant",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +112,24 @@ class Plan:
                 return passes
 
 
-DEFAULT_VARIANT = "warp_shuffle"
+_UNTUNED = Tuning()
+
+
+def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype) -> tuple[str, int]:
+    """The built-in choice of ``variant="auto"`` (a tuned one takes precedence):
+    ``(variant, items per thread)``.
+
+    Measured on an H100 (``bench/compare.py sweep``, 2**28 elements): with 16-byte
+    vector loads, the single-launch ``last_block`` with two loads per lane (8
+    float32, 4 float64) was within run-to-run noise of the best configuration for
+    float32 and float64 sums and maxima, user ops included, and one launch
+    instead of two is what mid-size inputs want. Sums that widen (int8 into
+    int64) ran about 10% faster two-pass (``warp_shuffle``).
+    """
+    items = min(16, 2 * default_items(in_dtype))
+    if acc_dtype.itemsize > in_dtype.itemsize:
+        return "warp_shuffle", items
+    return "last_block", items
 
 
 def default_items(dtype: np.dtype) -> int:
@@ -182,7 +202,16 @@ def make_plan(
 def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align) -> Plan:
     from .variants import VARIANTS
 
-    name = DEFAULT_VARIANT if tuning.variant == "auto" else tuning.variant
+    if tuning == _UNTUNED:  # nothing chosen by hand: a measured choice, if recorded
+        from .tuning import lookup
+
+        tuning = lookup(device, in_dtype, acc_dtype, op_key, n) or tuning
+
+    auto_items = None
+    if tuning.variant == "auto":
+        name, auto_items = auto_variant(in_dtype, acc_dtype)
+    else:
+        name = tuning.variant
     variant = VARIANTS[name]
     warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
     block = tuning.block_size
@@ -191,13 +220,18 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     def items_for(dtype):
         if tuning.items_per_thread is not None:
             return int(tuning.items_per_thread)
+        if auto_items is not None and dtype == in_dtype:
+            return auto_items
         return variant.default_items or default_items(dtype)
 
     items = items_for(in_dtype)
     vector = vector_width(items, in_dtype, align, device, tuning.vector_loads)
-    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items, vector)
+    # ops with an element map have keys ("mapped", op, map) (pyreduce.ops)
+    mapped = isinstance(op_key, tuple) and op_key[:1] == ("mapped",)
+    spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items, vector,
+                      mapped=mapped)
     for dtype in {in_dtype, acc_dtype}:
-        if items_for(dtype) % variant.items_multiple:
+        if dtype.names is None and items_for(dtype) % variant.items_multiple:
             raise ValueError(
                 f"variant {name!r} needs items_per_thread to be a multiple of "
                 f"{variant.items_multiple}, got {items_for(dtype)}"

@@ -7,6 +7,8 @@ from typing import Hashable
 
 import numpy as np
 
+from .dtypes import check_dtype, code, fields, is_tuple
+
 __all__ = ["KernelSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD"]
 
 WARP_SIZES = (32, 64)
@@ -36,10 +38,19 @@ class KernelSpec:
     #: a finishing pass: its input is the partials of an earlier pass (already
     #: accumulator values), not the user's elements
     finish: bool = False
+    #: the op has an element map: a first pass turns element ``x[i]`` into
+    #: ``fmap(i, x[i])`` before combining (tuple accumulators, nansum, ...)
+    mapped: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "in_dtype", np.dtype(self.in_dtype))
         object.__setattr__(self, "acc_dtype", np.dtype(self.acc_dtype))
+        for dt in fields(self.acc_dtype):
+            check_dtype(dt, "accumulator")
+        if self.finish and self.mapped:
+            raise ValueError("a finishing pass reads accumulator values: it maps nothing")
+        if is_tuple(self.acc_dtype) and not (self.mapped or self.finish):
+            raise ValueError("a tuple accumulator needs an element map for its first pass")
         if self.warp not in WARP_SIZES:
             raise ValueError(f"warp size {self.warp} not in {WARP_SIZES}")
         if self.block not in BLOCK_SIZES:
@@ -53,7 +64,7 @@ class KernelSpec:
         if self.finish and (self.vector != 1 or self.in_dtype != self.acc_dtype):
             raise ValueError("a finishing pass reads accumulator values with scalar loads")
         if (self.vector not in ITEMS_PER_THREAD or self.vector > self.items
-                or self.vector * self.in_dtype.itemsize > 16):
+                or (self.vector > 1 and self.vector * self.in_dtype.itemsize > 16)):
             raise ValueError(
                 f"vector width {self.vector} must be a power of two of at most "
                 f"items per thread ({self.items}) and 16 bytes of {self.in_dtype}"
@@ -78,7 +89,7 @@ class KernelSpec:
     def label(self) -> str:
         """Short, readable name: ``warp_shuffle f4 b256 w32 i4``, or ``i1->i8`` where
         the input and accumulator dtypes differ, ``v4`` where loads are vectors."""
-        src, acc = self.in_dtype.str[1:], self.acc_dtype.str[1:]
+        src, acc = code(self.in_dtype), code(self.acc_dtype)
         dt = src if src == acc else f"{src}->{acc}"
         vec = f" v{self.vector}" if self.vector > 1 else ""
         fin = " finish" if self.finish else ""

@@ -423,7 +423,12 @@ def test_explain_single_pass_and_initial(gpu_backend):
     x = np.arange(10, dtype=np.int64)
     e = pyreduce.explain(x, last_nonzero, backend=gpu_backend)
     assert e.plan.passes == 1 and len(e.kernels) == 1 and e.result == 9
+    # the default is single-pass: an initial value travels with the block partials
     e = pyreduce.explain(x, last_nonzero, backend=gpu_backend, initial=3)
+    assert e.plan.layout == "single_pass"
+    assert e.plan.passes == 1 and len(e.kernels) == 1 and e.result == 9
+    # two-pass: an initial value forces a finishing pass
+    e = pyreduce.explain(x, last_nonzero, backend=gpu_backend, initial=3, variant="warp_shuffle")
     assert e.plan.passes == 2 and len(e.kernels) == 2 and e.result == 9
     e = pyreduce.explain(np.zeros(10, np.int64), last_nonzero, backend=gpu_backend,
                          initial=3)

@@ -20,6 +20,7 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import Kernel, compile_module
 from ..driver import Executable, resolve
+from ..dtypes import fields, is_tuple
 from ..flatten import gather_source
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
@@ -106,15 +107,26 @@ class GeneratedBackend:
             lambda: self.gpu.jit(device=True)(monoid.fn),
         )
 
-    def kernel_namespace(self, spec: KernelSpec, op) -> dict:
-        """The names a generated kernel module uses (see :mod:`pyreduce.codegen`)."""
-        names = {
-            "gpu": self.gpu,
-            "op": op,
-            "acc_t": spec.acc_dtype.type,
-            "carry_t": carrier(spec.acc_dtype),
-            "i32": np.int32,
-        }
+    def _device_map(self, monoid):
+        """The element map as the kernels call it, one per op code."""
+        return KERNELS.get(
+            (self.name, "map", monoid.key),
+            lambda: self.gpu.jit(device=True)(monoid.map),
+        )
+
+    def kernel_namespace(self, spec: KernelSpec, op, fmap=None) -> dict:
+        """The names a generated kernel module uses (see :mod:`pyreduce.codegen`).
+        A tuple accumulator's ``acc_t`` is defined by the module itself
+        (:func:`pyreduce.variants._blocks.prelude`) from its fields' ``f<k>_t``,
+        which travel in shuffles as ``c<k>_t``."""
+        names = {"gpu": self.gpu, "op": op, "i32": np.int32}
+        if is_tuple(spec.acc_dtype):
+            for k, d in enumerate(fields(spec.acc_dtype)):
+                names[f"f{k}_t"], names[f"c{k}_t"] = d.type, carrier(d)
+        else:
+            names["acc_t"], names["carry_t"] = spec.acc_dtype.type, carrier(spec.acc_dtype)
+        if fmap is not None:
+            names["fmap"] = fmap
         width = 2
         while width <= spec.vector:  # a factory may load a run narrower than the spec's
             names[f"vload{width}"] = self.vector_load(width)
@@ -133,7 +145,8 @@ class GeneratedBackend:
     def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
         def build():
             name, source = generate(spec, self.dialect)
-            namespace = self.kernel_namespace(spec, self._device_op(monoid))
+            fmap = self._device_map(monoid) if spec.mapped else None
+            namespace = self.kernel_namespace(spec, self._device_op(monoid), fmap)
             filename = f"<pyreduce {spec.label} ({self.name})>"
             compile_module(source, filename, namespace)
             return Kernel(

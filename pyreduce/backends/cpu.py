@@ -30,7 +30,8 @@ import numpy as np
 
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
-from .opcheck import check_op, njit_op
+from ..dtypes import code, is_tuple
+from .opcheck import check_op, compiled_step, njit_cast, njit_op
 
 __all__ = ["CpuBackend"]
 
@@ -44,17 +45,26 @@ PARALLEL_MIN = 1 << 20
 SHORT = """
 @njit(nogil=True)
 def ${name}_short(x, lo, hi):
-    acc = acc_t(x[lo])
+    acc = ${first}
     for i in range(lo + 1, hi):
-        acc = acc_t(op(acc, acc_t(x[i])))
+        acc = acc_t(op(acc, ${elem_i}))
     return acc
 """
 
 
-def lanes_source(name: str, lanes: int) -> str:
+def element(index: str, mapped: bool) -> str:
+    """Element ``x[index]`` as an accumulator value (through the op's map, if any)."""
+    return f"acc_t(fmap({index}, x[{index}]))" if mapped else f"acc_t(x[{index}])"
+
+
+def _short(name: str, mapped: bool) -> str:
+    return render(SHORT, name=name, first=element("lo", mapped), elem_i=element("i", mapped))
+
+
+def lanes_source(name: str, lanes: int, mapped: bool = False) -> str:
     """Source of ``name(x, lo, hi)`` folding ``x[lo:hi]`` into interleaved lanes
-    (commutative ops only)."""
-    return render(SHORT, name=name) + render(
+    (commutative ops with scalar accumulators only)."""
+    return _short(name, mapped) + render(
         """
         @njit(nogil=True)
         def ${name}(x, lo, hi):
@@ -63,30 +73,32 @@ def lanes_source(name: str, lanes: int) -> str:
                 return ${name}_short(x, lo, hi)
             lanes = np.empty(${K}, acc_t)
             for k in range(${K}):
-                lanes[k] = acc_t(x[lo + k])
+                lanes[k] = ${elem_k}
             for i in range(1, m):
                 base = lo + i * ${K}
                 for k in range(${K}):
-                    lanes[k] = acc_t(op(lanes[k], acc_t(x[base + k])))
+                    lanes[k] = acc_t(op(lanes[k], ${elem_bk}))
             acc = lanes[0]
             for k in range(1, ${K}):
                 acc = acc_t(op(acc, lanes[k]))
             for i in range(lo + ${K} * m, hi):
-                acc = acc_t(op(acc, acc_t(x[i])))
+                acc = acc_t(op(acc, ${elem_i}))
             return acc
         """,
-        name=name, K=lanes,
+        name=name, K=lanes, elem_k=element("lo + k", mapped),
+        elem_bk=element("base + k", mapped), elem_i=element("i", mapped),
     )
 
 
-def fold_source(name: str, streams: int) -> str:
+def fold_source(name: str, streams: int, mapped: bool = False) -> str:
     """Source of ``name(x, lo, hi)``: the ordered fold of ``x[lo:hi]``, ``hi > lo``."""
-    first = "\n".join(f"a{k} = acc_t(x[lo + {k} * m])" for k in range(streams))
+    first = "\n".join(f"a{k} = {element(f'lo + {k} * m', mapped)}" for k in range(streams))
     step = "\n".join(
-        f"a{k} = acc_t(op(a{k}, acc_t(x[lo + {k} * m + i])))" for k in range(streams)
+        f"a{k} = acc_t(op(a{k}, {element(f'lo + {k} * m + i', mapped)}))"
+        for k in range(streams)
     )
     join = "\n".join(f"acc = acc_t(op(acc, a{k}))" for k in range(1, streams))
-    return render(SHORT, name=name) + render(
+    return _short(name, mapped) + render(
         """
         @njit(nogil=True)
         def ${name}(x, lo, hi):
@@ -99,10 +111,10 @@ def fold_source(name: str, streams: int) -> str:
             acc = a0
         ${join}
             for i in range(lo + ${K} * m, hi):
-                acc = acc_t(op(acc, acc_t(x[i])))
+                acc = acc_t(op(acc, ${elem_i}))
             return acc
         """,
-        name=name, K=streams,
+        name=name, K=streams, elem_i=element("i", mapped),
         first=indent(first, 1), step=indent(step, 2), join=indent(join, 1),
     )
 
@@ -141,22 +153,31 @@ class CpuBackend:
         from numba import njit
 
         def build():
-            dt = monoid.dtype.str[1:]
-            if monoid.commutative:
+            dt, mapped = code(monoid.dtype), monoid.map is not None
+            if monoid.commutative and not is_tuple(monoid.dtype):
                 name = f"pyreduce_cpu_lanes_{dt}_l{LANES}"
-                source = lanes_source(name, LANES)
+                source = lanes_source(name, LANES, mapped)
             else:
                 name = f"pyreduce_cpu_streams_{dt}_s{STREAMS}"
-                source = fold_source(name, STREAMS)
+                source = fold_source(name, STREAMS, mapped)
             namespace = {
-                "njit": njit, "np": np, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
+                "njit": njit, "np": np, "op": njit_op(monoid),
+                "acc_t": njit_cast(monoid.dtype),
             }
+            if mapped:
+                namespace["fmap"] = KERNELS.get(("cpu", "map", monoid.key),
+                                                lambda: njit(monoid.map))
             compile_module(source, f"<pyreduce {name}>", namespace)
             return namespace[name]
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
     def reduce(self, host: np.ndarray, monoid, initial=None):
+        """The accumulated value (a scalar, or a tuple for a tuple accumulator)."""
+        if monoid.host is not None:  # a built-in with a NumPy implementation
+            with np.errstate(all="ignore"):
+                acc = monoid.host(host)
+            return acc if initial is None else compiled_step(monoid)(initial, acc)
         ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
         if ufunc is not None:
             with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
@@ -181,7 +202,9 @@ class CpuBackend:
             ]
             partials = [f.result() for f in futures]
         if initial is not None:
-            partials.insert(0, monoid.dtype.type(initial))
-        if len(partials) == 1:
-            return monoid.dtype.type(partials[0])
-        return monoid.dtype.type(fold(np.asarray(partials, dtype=monoid.dtype), 0, len(partials)))
+            partials.insert(0, initial)
+        step = compiled_step(monoid)  # partials are accumulators: no map again
+        acc = partials[0]
+        for p in partials[1:]:
+            acc = step(acc, p)
+        return acc

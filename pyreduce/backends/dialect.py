@@ -27,6 +27,11 @@ class Dialect:
             return f"@gpu.jit(launch_bounds={block})"
         return "@gpu.jit"
 
+    def device_decorator(self) -> str:
+        """A device function (helpers a kernel module defines, such as a tuple
+        accumulator's ``acc_t``)."""
+        return "@gpu.jit(device=True)"
+
     def thread_idx(self) -> str:
         return "gpu.threadIdx.x"
 
@@ -53,17 +58,20 @@ class Dialect:
         # lockstep: warp-synchronous code must say where lanes meet.
         return f"gpu.syncwarp({self.full_mask(warp)})"
 
-    def shfl_down(self, value: str, delta: str, warp: int) -> str:
-        """``value`` from lane ``lane + delta``; lanes past the warp get their own."""
+    def shfl_down(self, value: str, delta: str, warp: int, cast: str = "acc_t",
+                  carry: str = "carry_t") -> str:
+        """``value`` from lane ``lane + delta``; lanes past the warp get their own.
+        It travels as ``carry`` (what a shuffle moves) and is cast back with ``cast``."""
         return (
-            f"acc_t(gpu.shfl_down_sync({self.full_mask(warp)}, "
-            f"carry_t({value}), {delta}))"
+            f"{cast}(gpu.shfl_down_sync({self.full_mask(warp)}, "
+            f"{carry}({value}), {delta}))"
         )
 
-    def shfl_idx(self, value: str, src: str, warp: int) -> str:
+    def shfl_idx(self, value: str, src: str, warp: int, cast: str = "acc_t",
+                 carry: str = "carry_t") -> str:
         """``value`` from lane ``src``."""
         return (
-            f"acc_t(gpu.shfl_sync({self.full_mask(warp)}, carry_t({value}), {src}))"
+            f"{cast}(gpu.shfl_sync({self.full_mask(warp)}, {carry}({value}), {src}))"
         )
 
     def threadfence(self) -> str:
@@ -116,12 +124,14 @@ class HipDialect(Dialect):
         # wavefront-scope fence around ``wave_barrier``; numba-hip 0.2.1 has none.
         return "gpu.threadfence_block()"
 
-    def shfl_down(self, value: str, delta: str, warp: int) -> str:
+    def shfl_down(self, value: str, delta: str, warp: int, cast: str = "acc_t",
+                  carry: str = "carry_t") -> str:
         """HIP's ``__shfl_down``: lanes past the width keep their own value."""
-        return f"acc_t(gpu.shfl_down(carry_t({value}), {delta}, {warp}))"
+        return f"{cast}(gpu.shfl_down({carry}({value}), {delta}, {warp}))"
 
-    def shfl_idx(self, value: str, src: str, warp: int) -> str:
-        return f"acc_t(gpu.shfl(carry_t({value}), {src}, {warp}))"
+    def shfl_idx(self, value: str, src: str, warp: int, cast: str = "acc_t",
+                 carry: str = "carry_t") -> str:
+        return f"{cast}(gpu.shfl({carry}({value}), {src}, {warp}))"
 
     def atomic_inc(self, array: str) -> str:
         """Add one to ``array[0]``, return the old value, then an agent-scope acquire.

@@ -130,11 +130,11 @@ class HipBackend(GeneratedBackend):
 
     # --- kernels
 
-    def kernel_namespace(self, spec: KernelSpec, op) -> dict:
+    def kernel_namespace(self, spec: KernelSpec, op, fmap=None) -> dict:
         """numba-hip's shuffles take the same types as numba.cuda's, so the shared
         names serve; the single-pass ticket needs :func:`atomic_inc`
         (:meth:`pyreduce.backends.dialect.HipDialect.atomic_inc`)."""
-        return {**super().kernel_namespace(spec, op), "atomic_inc": atomic_inc()}
+        return {**super().kernel_namespace(spec, op, fmap), "atomic_inc": atomic_inc()}
 
     # --- memory, on numba-hip device arrays
 

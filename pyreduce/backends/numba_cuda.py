@@ -98,6 +98,10 @@ class SimBackend(NumbaCudaBackend):
 
     gather_block, gather_grid = 32, 2  # each simulated thread is a Python thread
 
+    def _device_map(self, monoid):
+        """The element map as Python, like the op."""
+        return monoid.map
+
     def as_device_array(self, x):
         if not hasattr(x, "_ary"):
             raise TypeError(f"the simulator cannot use a {type(x).__name__}: pass a host array")
@@ -206,7 +210,7 @@ class CudaBackend(NumbaCudaBackend):
         """A 0-d array of the input's own library, from its allocator (CuPy's and
         PyTorch's pools cost a microsecond or two; a Numba allocation is a
         ``cuMemAlloc``)."""
-        kind = info.kind
+        kind = "numba" if dtype.names else info.kind  # records: Numba arrays only
         if kind == "cupy":
             import cupy
 

@@ -22,6 +22,28 @@ def njit_op(monoid):
     return KERNELS.get(("cpu", "op", monoid.key), lambda: njit(monoid.fn))
 
 
+def njit_cast(dtype):
+    """``acc_t`` for ``njit`` code: the scalar type, or for a tuple dtype a compiled
+    function casting every field (a Numba tuple cannot be cast by one call)."""
+    from ..dtypes import fields, is_tuple
+
+    if not is_tuple(dtype):
+        return dtype.type
+
+    def build():
+        from numba import njit
+
+        from ..codegen import compile_module
+
+        parts = fields(dtype)
+        cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(parts)))
+        names = {"njit": njit, **{f"f{k}_t": d.type for k, d in enumerate(parts)}}
+        source = f"@njit\ndef acc_t(v):\n    return ({cast})\n"
+        return compile_module(source, "<pyreduce tuple cast>", names)["acc_t"]
+
+    return KERNELS.get(("cpu", "cast", tuple(dtype.descr)), build)
+
+
 def check_op(monoid) -> None:
     """A TypeError if Numba cannot compile ``monoid``'s op for its dtype."""
     compiled_step(monoid)
@@ -37,20 +59,25 @@ def compiled_step(monoid):
         from numba.core import types
         from numba.core.errors import NumbaError
 
-        op, acc_t = njit_op(monoid), monoid.dtype.type
+        from ..dtypes import fields, is_tuple
+
+        op, acc_t = njit_op(monoid), njit_cast(monoid.dtype)
 
         def combine(a, b):
             return acc_t(op(a, b))
 
-        t = typeof(monoid.dtype.type(0))
+        parts = [typeof(d.type(0)) for d in fields(monoid.dtype)]
+        t = types.Tuple(parts) if is_tuple(monoid.dtype) else parts[0]
         why = None
         try:
             compiled = njit(combine)
             compiled.compile((t, t))
             returned = compiled.nopython_signatures[0].return_type
-            if not isinstance(returned, (types.Number, types.Boolean)):
+            scalar = isinstance(returned, (types.Number, types.Boolean))
+            if scalar == is_tuple(monoid.dtype):
                 # np.float64((a, b)) types as an array, not as an error
-                why = f"it returns {returned}, not a scalar"
+                what = "a tuple" if is_tuple(monoid.dtype) else "a scalar"
+                why = f"it returns {returned}, not {what}"
         except NumbaError as exc:
             why = str(exc).strip().splitlines()[0]
         if why:

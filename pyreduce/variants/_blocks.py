@@ -10,14 +10,103 @@ ranges never interleave and non-commutative ops stay in order.
 No kernel needs an identity: out-of-range elements are never combined. Whatever is
 valid is always a *prefix* (of a thread's items, of a warp's lanes, of a block's
 threads), so one count says what may be combined.
+
+Accumulators are scalars or tuples (:mod:`pyreduce.dtypes`). Everything that
+touches one goes through the helpers below (:func:`element`, :func:`zero`,
+:func:`shuffle_down`, :func:`shared_decl`/:func:`shared_load`/:func:`store`,
+:func:`acc_load`), which write today's scalar text unchanged and, for a tuple,
+the same statement field by field: shuffles move one field at a time, shared
+memory holds one array per field, and device arrays of partials are record
+arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 """
 
 from __future__ import annotations
 
 from ..codegen import indent
+from ..dtypes import fields, is_tuple
 from ..spec import KernelSpec
 
-__all__ = ["combine", "fold_items", "warp_reduce", "block_range"]
+__all__ = [
+    "combine", "fold_items", "warp_reduce", "block_range", "prelude", "element", "zero",
+    "shuffle_down", "shared_decl", "shared_load", "store", "acc_load",
+]
+
+
+def prelude(spec: KernelSpec, dialect) -> str:
+    """Module-level definitions a kernel for ``spec`` needs before it: for a tuple
+    accumulator, ``acc_t`` casting every field (``f0_t``, ``f1_t``, ... are the
+    fields' types in the namespace). Empty for a scalar accumulator."""
+    if not is_tuple(spec.acc_dtype):
+        return ""
+    cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(fields(spec.acc_dtype))))
+    return f"{dialect.device_decorator()}\ndef acc_t(v):\n    return ({cast})\n\n"
+
+
+def _width(spec: KernelSpec) -> int:
+    return len(fields(spec.acc_dtype)) if is_tuple(spec.acc_dtype) else 0
+
+
+def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
+            accs: bool = False) -> str:
+    """The accumulator value of ``src[index]`` (``value``: an expression already
+    holding it, from a vector load). ``accs``: ``src`` holds accumulator values
+    (partials), else elements, which go through the element map if the op has one."""
+    if accs:
+        return acc_load(spec, src, index)
+    item = value or f"{src}[{index}]"
+    if spec.mapped:
+        return f"acc_t(fmap({index}, {item}))"
+    return f"acc_t({item})"
+
+
+def acc_load(spec: KernelSpec, array: str, index: str) -> str:
+    """``array[index]`` of a device array of accumulator values, as an accumulator."""
+    n = _width(spec)
+    if not n:
+        return f"acc_t({array}[{index}])"
+    return "acc_t((" + ", ".join(f"{array}[{index}]['f{k}']" for k in range(n)) + "))"
+
+
+def zero(spec: KernelSpec) -> str:
+    """A placeholder accumulator (assigned before it is combined)."""
+    n = _width(spec)
+    return "acc_t(0)" if not n else "acc_t((" + ", ".join("0" for _ in range(n)) + "))"
+
+
+def shuffle_down(spec: KernelSpec, dialect, var: str, delta) -> str:
+    """``var`` from lane ``lane + delta``, field by field for a tuple."""
+    n = _width(spec)
+    if not n:
+        return dialect.shfl_down(var, delta, spec.warp)
+    return "(" + ", ".join(
+        dialect.shfl_down(f"{var}[{k}]", delta, spec.warp, cast=f"f{k}_t", carry=f"c{k}_t")
+        for k in range(n)) + ")"
+
+
+def shared_decl(spec: KernelSpec, dialect, name: str, size: int) -> str:
+    """Shared memory for ``size`` accumulators: one array, or one per field."""
+    n = _width(spec)
+    if not n:
+        return f"{name} = {dialect.shared_array(size)}"
+    return "\n".join(f"{name}_{k} = {dialect.shared_array(size, f'f{k}_t')}" for k in range(n))
+
+
+def shared_load(spec: KernelSpec, name: str, index: str) -> str:
+    n = _width(spec)
+    if not n:
+        return f"{name}[{index}]"
+    return "(" + ", ".join(f"{name}_{k}[{index}]" for k in range(n)) + ")"
+
+
+def store(spec: KernelSpec, array: str, index: str, value: str, shared: bool = False) -> str:
+    """``array[index] = value``: a shared array (per field) or a device array of
+    accumulator values (a record array for a tuple)."""
+    n = _width(spec)
+    if not n:
+        return f"{array}[{index}] = {value}"
+    if shared:
+        return "\n".join(f"{array}_{k}[{index}] = {value}[{k}]" for k in range(n))
+    return "\n".join(f"{array}[{index}]['f{k}'] = {value}[{k}]" for k in range(n))
 
 
 def combine(a: str, b: str) -> str:
@@ -36,7 +125,7 @@ def block_range(dialect) -> str:
 
 def fold_items(
     spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
-    count: int | None = None, vector: int = 1,
+    count: int | None = None, vector: int = 1, accs: bool = False,
 ) -> str:
     """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
     in order into ``dst``, unrolled.
@@ -45,20 +134,21 @@ def fold_items(
     ``first < end``, so ``dst`` always holds at least one element). Without it the
     items are read ``vector`` at a time with ``vloadN`` (``first`` must then be a
     multiple of ``vector``, and ``src`` aligned: only the kernel input qualifies).
+    ``accs``: ``src`` holds accumulator values (:func:`element`).
     """
     count = spec.items if count is None else count
-    width = min(vector, count) if end is None else 1
+    width = min(vector, count) if end is None and not accs else 1
+    index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
     if width > 1:
-        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
-                 for k in range(0, count, width)]
-        item = [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
+        loads = [f"{dst}_{k} = vload{width}({src}, {index[k]})" for k in range(0, count, width)]
+        value = [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
     else:
-        loads = []
-        item = [f"{src}[{first}{f' + {k}' if k else ''}]" for k in range(count)]
-    lines = loads + [f"{dst} = acc_t({item[0]})"]
+        loads, value = [], [None] * count
+    items = [element(spec, src, index[k], value[k], accs) for k in range(count)]
+    lines = loads + [f"{dst} = {items[0]}"]
     for k in range(1, count):
-        step = f"{dst} = {combine(dst, f'acc_t({item[k]})')}"
-        lines.append(step if end is None else f"if {first} + {k} < {end}:\n    {step}")
+        step = f"{dst} = {combine(dst, items[k])}"
+        lines.append(step if end is None else f"if {index[k]} < {end}:\n    {step}")
     return "\n".join(lines)
 
 
@@ -75,7 +165,7 @@ def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | Non
     d = 1
     while d < spec.warp:
         other = f"{var}_{d}"
-        lines.append(f"{other} = {dialect.shfl_down(var, d, spec.warp)}")
+        lines.append(f"{other} = {shuffle_down(spec, dialect, var, d)}")
         step = f"{var} = {combine(var, other)}"
         lines.append(step if valid is None else f"if {lane} + {d} < {valid}:\n    {step}")
         d *= 2

@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..codegen import render
+from ..dtypes import is_tuple
 from ..spec import KernelSpec
 from ._blocks import block_range, combine, fold_items, snippet, warp_reduce
 
@@ -204,6 +205,11 @@ def _warp_tail(spec: KernelSpec, dialect, opt: Options, slots: int) -> str:
 
 def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
     opt = options
+    if is_tuple(spec.acc_dtype):
+        raise ValueError(
+            f"variant {spec.variant!r} keeps its tree in one shared array of scalars; "
+            "tuple accumulators reduce with the warp-shuffle variants (variant='auto')"
+        )
     if spec.items % opt.shared_factor:
         raise ValueError(
             f"items per thread ({spec.items}) must be a multiple of the shared "
