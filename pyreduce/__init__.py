@@ -7,8 +7,8 @@
 
 from . import tuning
 from .api import (
-    Reduce, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum, prod,
-    reduce, std, sum, var,
+    Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
+    prod, reduce, std, sum, var,
 )
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
@@ -17,7 +17,7 @@ from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
-    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
+    "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
     "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "tuning",

@@ -7,12 +7,13 @@ import numpy as np
 from . import backends, laws, structured
 from .interop import inspect
 from .backends.base import check_out
+from .dtypes import default_accumulator
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
 from .variants import VARIANTS
 
 __all__ = [
-    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
+    "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
     "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod",
 ]
 
@@ -218,7 +219,8 @@ def _named(op, dtype_rule):
 
 
 def _same(dt):
-    return dt
+    """The input's own dtype as the accumulator (float16 accumulates in float32)."""
+    return default_accumulator(dt)
 
 
 sum = _named("add", sum_dtype)
@@ -242,6 +244,20 @@ min = _named("min", _same)
 min.__name__ = min.__qualname__ = "min"
 min.__doc__ = """Smallest element; NaN propagates and an empty input raises ValueError,
 as with ``np.min``. Keywords as for ``reduce``."""
+any = _named("logical_or", _same)
+any.__name__ = any.__qualname__ = "any"
+any.__doc__ = """True if any element is non-zero, like ``np.any`` (False for an empty
+input). Keywords as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> bool(pyreduce.any(np.array([0, 0, 3]), backend="cpu"))
+    True
+"""
+all = _named("logical_and", _same)
+all.__name__ = all.__qualname__ = "all"
+all.__doc__ = """True if every element is non-zero, like ``np.all`` (True for an empty
+input). Keywords as for ``reduce``."""
+
 nanmax = _named("nanmax", _same)
 nanmax.__name__ = nanmax.__qualname__ = "nanmax"
 nanmax.__doc__ = """Largest element ignoring NaN, like ``np.nanmax``: NaN only if every

@@ -20,40 +20,68 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "SUPPORTED_DTYPES", "check_dtype", "tuple_dtype", "is_tuple", "fields", "code",
-    "as_value",
+    "SUPPORTED_DTYPES", "ACCUMULATOR_DTYPES", "check_dtype", "check_accumulator",
+    "default_accumulator", "tuple_dtype", "is_tuple", "fields", "code", "as_value",
 ]
 
-#: Scalar input and accumulator dtypes the kernels support.
-SUPPORTED_DTYPES = tuple(
+#: Scalar dtypes the kernels accumulate in.
+ACCUMULATOR_DTYPES = tuple(
     np.dtype(t)
     for t in (
         np.bool_,
         np.int8, np.int16, np.int32, np.int64,
         np.uint8, np.uint16, np.uint32, np.uint64,
-        np.float32, np.float64,
+        np.float32, np.float64, np.complex64, np.complex128,
     )
 )
+#: Scalar dtypes the kernels load: the accumulators', and float16, which is
+#: accumulated in float32 (half precision has too few digits to sum in).
+SUPPORTED_DTYPES = ACCUMULATOR_DTYPES + (np.dtype(np.float16),)
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
+_ACCUMULATORS = frozenset(ACCUMULATOR_DTYPES)
+
+
+def _dtype(dtype, what: str) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"{what} dtype {dtype!r} is not a NumPy dtype") from exc
 
 
 def check_dtype(dtype, what: str = "input") -> np.dtype:
-    """The dtype as ``np.dtype`` if the kernels support it, else a TypeError."""
+    """The dtype as ``np.dtype`` if the kernels load it, else a TypeError."""
     if dtype in _SUPPORTED:  # already a supported np.dtype: the common case, first
         return dtype
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(f"{what} dtype {dtype!r} is not a NumPy dtype") from exc
+    dt = _dtype(dtype, what)
     if dt not in _SUPPORTED:
         names = ", ".join(d.name for d in SUPPORTED_DTYPES)
         raise TypeError(f"{what} dtype {dt} is not supported (supported: {names})")
     return dt
 
 
+def check_accumulator(dtype, what: str = "dtype=") -> np.dtype:
+    """The dtype as ``np.dtype`` if the kernels accumulate in it, else a TypeError."""
+    if dtype in _ACCUMULATORS:
+        return dtype
+    dt = check_dtype(dtype, what)
+    if dt not in _ACCUMULATORS:
+        raise TypeError(f"{what} {dt} is not an accumulator dtype: float16 is loaded and "
+                        "accumulated in float32 (the default) or float64")
+    return dt
+
+
+def default_accumulator(dtype: np.dtype) -> np.dtype:
+    """What an input dtype accumulates in without ``dtype=``: itself, except
+    float16, which accumulates in float32."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
 def tuple_dtype(field_dtypes) -> np.dtype:
     """The structured dtype of a tuple accumulator with these field dtypes."""
-    dts = [check_dtype(d, "tuple field") for d in field_dtypes]
+    dts = [check_accumulator(d, "tuple field") for d in field_dtypes]
+    if any(d.kind == "c" for d in dts):
+        raise TypeError("a tuple accumulator's fields are real: give a complex value as "
+                        "two fields")
     if len(dts) < 2:
         raise TypeError("a tuple accumulator has at least two fields")
     # aligned: the CUDA target refuses a record field at an unaligned offset

@@ -30,7 +30,8 @@ import numpy as np
 __all__ = ["Monoid", "as_monoid", "SUPPORTED_DTYPES", "check_dtype", "sum_dtype", "cast_value"]
 
 from .dtypes import (  # noqa: E402  (SUPPORTED_DTYPES, check_dtype re-exported)
-    SUPPORTED_DTYPES, as_value, check_dtype, fields, is_tuple, tuple_dtype,
+    SUPPORTED_DTYPES, as_value, check_accumulator, check_dtype, default_accumulator, fields,
+    is_tuple, tuple_dtype,
 )
 
 
@@ -140,8 +141,8 @@ class _Builtin:
 _BUILTINS = {
     b.name: b
     for b in (
-        _Builtin("add", _add, _zero, "biuf"),
-        _Builtin("mul", _mul, _one, "biuf"),
+        _Builtin("add", _add, _zero, "biufc"),
+        _Builtin("mul", _mul, _one, "biufc"),
         _Builtin("max", _max, _lowest, "biuf", empty_ok=False),
         _Builtin("min", _min, _highest, "biuf", empty_ok=False),
         _Builtin("nanmax", _nanmax, _nan_or_lowest, "biuf", empty_ok=False),
@@ -181,7 +182,10 @@ def _builtin_name(op) -> str | None:
 
 
 def sum_dtype(dt: np.dtype) -> np.dtype:
-    """NumPy's accumulator for ``np.sum``/``np.prod``: small ints widen to 64 bits."""
+    """NumPy's accumulator for ``np.sum``/``np.prod``: small ints widen to 64 bits;
+    float16 sums in float32 (NumPy keeps float16)."""
+    if dt == np.float16:
+        return np.dtype(np.float32)
     if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
         return np.dtype(np.int64)
     if dt.kind == "u" and dt.itemsize < 8:
@@ -321,6 +325,9 @@ def cast_value(value, dtype: np.dtype, what: str):
         return tuple(cast_value(v, d, what) for v, d in zip(value, parts))
     if isinstance(value, (bool, np.bool_)):
         return dtype.type(value)
+    if dtype.kind == "c" and isinstance(value, (complex, np.complexfloating, int, float,
+                                                np.integer, np.floating)):
+        return dtype.type(value)
     if isinstance(value, (float, np.floating)):
         if dtype.kind == "f":
             if np.isfinite(value) and abs(float(value)) > float(np.finfo(dtype).max):
@@ -412,14 +419,14 @@ def make_monoid(op, dtype, identity=None, *, acc_dtype=None, map=None) -> Monoid
     dt = check_dtype(dtype)
     if map is not None:
         return _mapped(op, dt, identity, acc_dtype, map)
-    if isinstance(acc_dtype, (tuple, list)) or (acc_dtype is not None
-                                                 and np.dtype(acc_dtype).names):
+    if isinstance(acc_dtype, (tuple, list)) or getattr(acc_dtype, "names", None):
         raise TypeError("a tuple dtype= needs map=, the function that makes each element "
                         "a tuple")
     name = _builtin_name(op)
     if name is not None:
         b = _BUILTINS[name]
-        acc = np.dtype(np.bool_) if b.logical else check_dtype(acc_dtype or dt, "dtype=")
+        acc = np.dtype(np.bool_) if b.logical else check_accumulator(
+            acc_dtype or default_accumulator(dt))
         if acc.kind not in b.kinds:
             raise TypeError(f"op {name!r} is not defined for dtype {acc}")
         given = identity is not None
@@ -449,7 +456,7 @@ def make_monoid(op, dtype, identity=None, *, acc_dtype=None, map=None) -> Monoid
             f"op {fn.__name__!r} must take exactly two arguments, "
             f"takes {fn.__code__.co_argcount}"
         )
-    acc = check_dtype(acc_dtype or dt, "dtype=")
+    acc = check_accumulator(acc_dtype or default_accumulator(dt))
     ident = None if identity is None else cast_value(identity, acc, "identity")
     return Monoid(
         name=fn.__name__, fn=fn, dtype=acc, identity=ident, commutative=False,
@@ -481,7 +488,7 @@ def _mapped(op, dt: np.dtype, identity, acc_dtype, map) -> Monoid:
     else:
         acc = np.dtype(acc_dtype)
         for d in fields(acc):
-            check_dtype(d, "dtype=")
+            check_accumulator(d)
     name = _builtin_name(op)
     if name is not None:  # a built-in op over mapped elements (a sum of squares)
         if is_tuple(acc):
@@ -513,7 +520,7 @@ def map_dtype(fmap, in_dtype: np.dtype) -> np.dtype:
     try:
         if isinstance(ret, nt.BaseTuple):
             return tuple_dtype([as_dtype(t) for t in ret])
-        return check_dtype(as_dtype(ret), "map result")
+        return check_accumulator(as_dtype(ret), "map result")
     except (TypeError, NotImplementedError, NumbaError) as exc:
         raise TypeError(f"map {fmap.__name__!r} returns {ret}, not a supported scalar or a "
                         f"tuple of them") from exc

@@ -150,7 +150,7 @@ def vector_width(items: int, dtype: np.dtype, align: int, device: DeviceInfo,
     """Elements per load of the input: the most of a thread's ``items`` one aligned
     load can carry (see :mod:`pyreduce.backends.vload`), or 1."""
     width = 1
-    if wanted is not False:
+    if wanted is not False and dtype.kind != "c":  # a complex value is a struct, not a lane
         limit = min(align, device.vector_bytes)
         width = items
         while width > 1 and width * dtype.itemsize > limit:
@@ -159,6 +159,7 @@ def vector_width(items: int, dtype: np.dtype, align: int, device: DeviceInfo,
             width = 1
     if wanted and width == 1:
         why = ("this backend issues none" if not device.vector_bytes else
+               "complex values are loaded one at a time" if dtype.kind == "c" else
                f"the input is not contiguous and aligned to {min(16, items * dtype.itemsize)} bytes"
                if align < 4 else f"items_per_thread={items} of {dtype} is too few")
         raise ValueError(f"vector_loads=True, but no vector load fits: {why}")

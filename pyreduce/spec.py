@@ -7,7 +7,7 @@ from typing import Hashable
 
 import numpy as np
 
-from .dtypes import check_dtype, code, fields, is_tuple
+from .dtypes import check_accumulator, code, fields, is_tuple
 
 __all__ = ["KernelSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD"]
 
@@ -46,7 +46,7 @@ class KernelSpec:
         object.__setattr__(self, "in_dtype", np.dtype(self.in_dtype))
         object.__setattr__(self, "acc_dtype", np.dtype(self.acc_dtype))
         for dt in fields(self.acc_dtype):
-            check_dtype(dt, "accumulator")
+            check_accumulator(dt, "accumulator")
         if self.finish and self.mapped:
             raise ValueError("a finishing pass reads accumulator values: it maps nothing")
         if is_tuple(self.acc_dtype) and not (self.mapped or self.finish):

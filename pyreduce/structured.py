@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .dtypes import check_dtype, tuple_dtype
+from .dtypes import check_accumulator, check_dtype, tuple_dtype
 from .ops import Monoid, function_key, make_monoid, sum_dtype
 
 __all__ = ["argmax_monoid", "argmin_monoid", "minmax_monoid", "moments_monoid",
@@ -191,7 +191,7 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof: float = 0) -> Monoid:
 def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
                 numpy_fn=None) -> Monoid:
     dt = check_dtype(dtype)
-    acc = check_dtype(acc_dtype, "dtype=") if acc_dtype is not None else sum_dtype(dt)
+    acc = check_accumulator(acc_dtype) if acc_dtype is not None else sum_dtype(dt)
     if dt.kind != "f":  # no NaN to ignore: the plain built-in, as NumPy does
         return make_monoid("add" if op is _add else "mul", dt, acc_dtype=acc)
     return Monoid(

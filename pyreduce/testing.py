@@ -104,6 +104,10 @@ def values(dtype, *, allow_nan: bool = True, allow_infinity: bool = True,
             m = int(max_magnitude)
             lo, hi = max(lo, -m), min(hi, m)
         return st.integers(lo, hi).map(dt.type)
+    if dt.kind == "c":  # real and imaginary parts drawn like floats of their type
+        part = values(np.float32 if dt.itemsize == 8 else np.float64, allow_nan=allow_nan,
+                      allow_infinity=allow_infinity, max_magnitude=max_magnitude)
+        return st.tuples(part, part).map(lambda ri: dt.type(complex(ri[0], ri[1])))
     limit = DEFAULT_MAGNITUDE if max_magnitude is None else float(max_magnitude)
     bound = dt.type(min(limit, float(np.finfo(dt).max)))
     if bound > limit:  # rounded up to the dtype: step back inside the limit

@@ -181,11 +181,11 @@ def test_uncompilable_op_on_sim(op, n):
 
 @pytest.mark.parametrize(
     "x",
-    [np.array([1, 2], dtype=object), np.array([1 + 2j, 3j]), np.array(["a", "b"]),
-     np.array([b"a"]), np.ones(3, np.float16), np.array([1, 2], dtype="datetime64[s]"),
+    [np.array([1, 2], dtype=object), np.array([1 + 2j, 3j], dtype=np.clongdouble),
+     np.array(["a", "b"]), np.array([b"a"]), np.array([1, 2], dtype="datetime64[s]"),
      np.array([1, 2], dtype="timedelta64[s]"), np.ones(3, np.longdouble),
      np.zeros(2, dtype=[("a", np.int32)])],
-    ids=["object", "complex", "str", "bytes", "float16", "datetime", "timedelta",
+    ids=["object", "clongdouble", "str", "bytes", "datetime", "timedelta",
          "longdouble", "struct"],
 )
 def test_unsupported_dtypes(backend, x):
@@ -197,7 +197,7 @@ def test_unsupported_dtypes(backend, x):
         pyreduce.reduce(x, lambda a, b: a, backend=backend)
 
 
-@pytest.mark.parametrize("dt", [complex, object, np.float16, "U3", "foo"])
+@pytest.mark.parametrize("dt", [np.clongdouble, object, np.float16, "U3", "foo"])
 def test_unsupported_accumulator_dtype(backend, dt):
     raises_untouched(TypeError, "dtype", np.arange(10.0), "add", dtype=dt, backend=backend)
 
@@ -207,8 +207,8 @@ def test_unsupported_device_dtype():
         pytest.skip("needs the simulator")
     from numba import cuda
 
-    d = cuda.to_device(np.ones(4, np.complex128))
-    with pytest.raises(TypeError, match="complex128 is not supported"):
+    d = cuda.to_device(np.ones(4, np.longdouble))
+    with pytest.raises(TypeError, match="float128 is not supported"):
         pyreduce.sum(d, backend="sim")
 
 
@@ -431,7 +431,7 @@ def test_errors_leave_no_state_behind(backend):
     """After each kind of error, the same call with good arguments works."""
     x = np.arange(1, 301, dtype=np.int32)
     for bad in ({"op": None}, {"op": np.subtract}, {"identity": "a"},
-                {"dtype": complex}, {"op": lambda a: a}):
+                {"dtype": np.float16}, {"op": lambda a: a}):
         args = {"op": "add", **bad}
         op = args.pop("op")
         with pytest.raises((TypeError, ValueError)):

@@ -35,7 +35,10 @@ _NO_CONTEXT = contextlib.nullcontext()
 
 def carrier(dtype: np.dtype):
     """The type a shuffle moves for ``dtype``: Numba's shuffles take 32- and 64-bit
-    signed ints and floats; narrower values ride in an int32 and are cast back."""
+    signed ints and floats; narrower values ride in an int32 and are cast back, a
+    complex value's parts in their float type."""
+    if dtype.kind == "c":
+        return np.float32 if dtype.itemsize == 8 else np.float64
     if dtype.kind == "f":
         return dtype.type
     return np.int64 if dtype.itemsize == 8 else np.int32
@@ -125,6 +128,8 @@ class GeneratedBackend:
                 names[f"f{k}_t"], names[f"c{k}_t"] = d.type, carrier(d)
         else:
             names["acc_t"], names["carry_t"] = spec.acc_dtype.type, carrier(spec.acc_dtype)
+            if spec.acc_dtype.kind == "c":
+                names["re_t"] = carrier(spec.acc_dtype)
         if fmap is not None:
             names["fmap"] = fmap
         width = 2

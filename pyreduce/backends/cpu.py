@@ -188,6 +188,8 @@ class CpuBackend:
             return monoid.dtype.type(result)
         # njit folds read any stride; only N-D needs flattening (a view when it can)
         x = host if host.ndim == 1 else np.ravel(host, order="C")
+        if x.dtype == np.float16:  # Numba's CPU target has no half precision
+            x = x.astype(np.float32)
         check_op(monoid)
         fold = self.fold(monoid)
         n = x.size

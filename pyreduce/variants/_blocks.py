@@ -28,7 +28,7 @@ from ..spec import KernelSpec
 
 __all__ = [
     "combine", "fold_items", "warp_reduce", "block_range", "prelude", "element", "zero",
-    "shuffle_down", "shared_decl", "shared_load", "store", "acc_load",
+    "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load",
 ]
 
 
@@ -75,12 +75,27 @@ def zero(spec: KernelSpec) -> str:
 
 def shuffle_down(spec: KernelSpec, dialect, var: str, delta) -> str:
     """``var`` from lane ``lane + delta``, field by field for a tuple."""
+    return _shuffle(spec, dialect.shfl_down, var, delta)
+
+
+def shuffle_idx(spec: KernelSpec, dialect, var: str, src) -> str:
+    """``var`` from lane ``src``, field by field for a tuple."""
+    return _shuffle(spec, dialect.shfl_idx, var, src)
+
+
+def _shuffle(spec: KernelSpec, shfl, var: str, arg) -> str:
+    """A shuffle of the accumulator ``var``: shuffles move 32- and 64-bit ints and
+    floats, so a tuple moves field by field and a complex value as its real and
+    imaginary parts (``re_t``: their type)."""
     n = _width(spec)
-    if not n:
-        return dialect.shfl_down(var, delta, spec.warp)
-    return "(" + ", ".join(
-        dialect.shfl_down(f"{var}[{k}]", delta, spec.warp, cast=f"f{k}_t", carry=f"c{k}_t")
-        for k in range(n)) + ")"
+    if n:
+        return "(" + ", ".join(shfl(f"{var}[{k}]", arg, spec.warp, cast=f"f{k}_t",
+                                    carry=f"c{k}_t") for k in range(n)) + ")"
+    if spec.acc_dtype.kind == "c":
+        re, im = (shfl(f"{var}.{part}", arg, spec.warp, cast="re_t", carry="re_t")
+                  for part in ("real", "imag"))
+        return f"acc_t(complex({re}, {im}))"
+    return shfl(var, arg, spec.warp)
 
 
 def shared_decl(spec: KernelSpec, dialect, name: str, size: int) -> str:

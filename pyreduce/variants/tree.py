@@ -41,7 +41,7 @@ import dataclasses
 from ..codegen import render
 from ..dtypes import is_tuple
 from ..spec import KernelSpec
-from ._blocks import block_range, combine, fold_items, snippet, warp_reduce
+from ._blocks import block_range, combine, fold_items, shuffle_idx, snippet, warp_reduce
 
 ADDRESSING = ("interleaved", "strided_index", "sequential")
 TAILS = ("sync", "syncwarp", "shuffle")
@@ -198,7 +198,7 @@ def _warp_tail(spec: KernelSpec, dialect, opt: Options, slots: int) -> str:
         """,
         W=w, G=group, G1=group - 1,
         pre=snippet(pre, 1),
-        gather=dialect.shfl_idx("v", bitrev("tid", _log2(w)), w),
+        gather=shuffle_idx(spec, dialect, "v", bitrev("tid", _log2(w))),
         reduce=snippet(warp_reduce(spec, dialect, "v", "tid", "groups"), 1),
     ), "v"
 
