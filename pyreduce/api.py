@@ -7,7 +7,7 @@ import numpy as np
 from . import backends, laws, structured
 from .interop import inspect
 from .backends.base import check_out
-from .dtypes import default_accumulator
+from .dtypes import bfloat16_to_float32, default_accumulator, is_bfloat16
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
 from .variants import VARIANTS
@@ -165,7 +165,9 @@ class Prepared:
             be.put_value(buffer, value, stream)
             return user
         if be.name == "cpu":
-            host = self.info.host if self.info.host is not None else _to_host(self.info.device)
+            host = self.info.host if self.info.host is not None else _to_host(self.info)
+            if is_bfloat16(self.info.dtype):  # the cpu backend folds float32
+                host = bfloat16_to_float32(host)
             return monoid.result(be.reduce(host, monoid, self.initial))
         run = be.executable(self.plan, monoid, self.device)
         if buffer is None:
@@ -200,12 +202,16 @@ def _needs_commutative(variant: str) -> bool:
     return VARIANTS[variant].commutative_only
 
 
-def _to_host(device_array) -> np.ndarray:
-    if hasattr(device_array, "copy_to_host"):  # Numba's (and the simulator's) arrays
-        return device_array.copy_to_host()
+def _to_host(info) -> np.ndarray:
+    """A device input copied to the host, for the cpu backend."""
+    x = info.device
+    if hasattr(x, "copy_to_host"):  # Numba's (and the simulator's) arrays
+        return x.copy_to_host()
+    if info.kind == "torch":
+        return inspect(x.cpu()).host
     from numba import cuda
 
-    return cuda.as_cuda_array(device_array).copy_to_host()
+    return cuda.as_cuda_array(x).copy_to_host()
 
 
 def _named(op, dtype_rule):

@@ -20,8 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "SUPPORTED_DTYPES", "ACCUMULATOR_DTYPES", "check_dtype", "check_accumulator",
-    "default_accumulator", "tuple_dtype", "is_tuple", "fields", "code", "as_value",
+    "SUPPORTED_DTYPES", "ACCUMULATOR_DTYPES", "BFLOAT16", "check_dtype", "check_accumulator",
+    "default_accumulator", "tuple_dtype", "is_tuple", "is_bfloat16", "element", "storage",
+    "name",
+    "bfloat16_to_float32", "fields", "code", "as_value",
 ]
 
 #: Scalar dtypes the kernels accumulate in.
@@ -34,18 +36,24 @@ ACCUMULATOR_DTYPES = tuple(
         np.float32, np.float64, np.complex64, np.complex128,
     )
 )
-#: Scalar dtypes the kernels load: the accumulators', and float16, which is
-#: accumulated in float32 (half precision has too few digits to sum in).
-SUPPORTED_DTYPES = ACCUMULATOR_DTYPES + (np.dtype(np.float16),)
+#: bfloat16, which NumPy lacks: its 16 bits are stored as ``uint16`` and turned
+#: into float32 as they are loaded (``bf16_t`` in generated code). This dtype is
+#: only a name for it (a one-field record holding the bits); arrays of it are
+#: kept as ``uint16`` (:func:`storage`).
+BFLOAT16 = np.dtype([("bfloat16", "<u2")])
+#: Scalar dtypes the kernels load: the accumulators', float16 and bfloat16, which
+#: accumulate in float32 (half precision has too few digits to sum in).
+SUPPORTED_DTYPES = ACCUMULATOR_DTYPES + (np.dtype(np.float16), BFLOAT16)
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 _ACCUMULATORS = frozenset(ACCUMULATOR_DTYPES)
 
 
 def _dtype(dtype, what: str) -> np.dtype:
     try:
-        return np.dtype(dtype)
+        dt = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"{what} dtype {dtype!r} is not a NumPy dtype") from exc
+    return BFLOAT16 if dt.name == "bfloat16" else dt  # ml_dtypes' bfloat16
 
 
 def check_dtype(dtype, what: str = "input") -> np.dtype:
@@ -54,7 +62,7 @@ def check_dtype(dtype, what: str = "input") -> np.dtype:
         return dtype
     dt = _dtype(dtype, what)
     if dt not in _SUPPORTED:
-        names = ", ".join(d.name for d in SUPPORTED_DTYPES)
+        names = ", ".join(name(d) for d in SUPPORTED_DTYPES)
         raise TypeError(f"{what} dtype {dt} is not supported (supported: {names})")
     return dt
 
@@ -65,15 +73,40 @@ def check_accumulator(dtype, what: str = "dtype=") -> np.dtype:
         return dtype
     dt = check_dtype(dtype, what)
     if dt not in _ACCUMULATORS:
-        raise TypeError(f"{what} {dt} is not an accumulator dtype: float16 is loaded and "
-                        "accumulated in float32 (the default) or float64")
+        raise TypeError(f"{what} {name(dt)} is not an accumulator dtype: float16 and "
+                        "bfloat16 are loaded and accumulated in float32 (the default) or "
+                        "float64")
     return dt
 
 
 def default_accumulator(dtype: np.dtype) -> np.dtype:
     """What an input dtype accumulates in without ``dtype=``: itself, except
-    float16, which accumulates in float32."""
-    return np.dtype(np.float32) if dtype == np.float16 else dtype
+    float16 and bfloat16, which accumulate in float32."""
+    return np.dtype(np.float32) if dtype == np.float16 or dtype == BFLOAT16 else dtype
+
+
+def is_bfloat16(dtype: np.dtype) -> bool:
+    return dtype == BFLOAT16
+
+
+def element(dtype: np.dtype) -> np.dtype:
+    """The dtype an op or map sees an element of ``dtype`` as: bfloat16 as float32."""
+    return np.dtype(np.float32) if dtype == BFLOAT16 else dtype
+
+
+def storage(dtype: np.dtype) -> np.dtype:
+    """The dtype an array of ``dtype`` is kept in: ``uint16`` for bfloat16."""
+    return np.dtype(np.uint16) if dtype == BFLOAT16 else dtype
+
+
+def name(dtype: np.dtype) -> str:
+    return "bfloat16" if dtype == BFLOAT16 else dtype.name
+
+
+def bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values (their bits, as ``uint16``) as float32, exactly: bfloat16 is
+    the upper half of a float32."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def tuple_dtype(field_dtypes) -> np.dtype:
@@ -89,7 +122,7 @@ def tuple_dtype(field_dtypes) -> np.dtype:
 
 
 def is_tuple(dtype: np.dtype) -> bool:
-    return dtype.names is not None
+    return dtype.names is not None and dtype != BFLOAT16
 
 
 def fields(dtype: np.dtype) -> tuple:
@@ -101,6 +134,8 @@ def fields(dtype: np.dtype) -> tuple:
 
 def code(dtype: np.dtype) -> str:
     """A short identifier-safe name: ``f4``, or ``t_f4_i8`` for a tuple."""
+    if dtype == BFLOAT16:
+        return "bf16"
     if dtype.names is None:
         return dtype.str[1:]
     return "t_" + "_".join(d.str[1:] for d in fields(dtype))

@@ -1,10 +1,13 @@
 """What the user handed us: a host array or a device array, its dtype and shape.
 
 Host arrays are NumPy arrays or anything NumPy can view without guessing
-(``__array__``/``__array_interface__``: PyTorch CPU tensors, memoryviews of typed
-buffers). Device arrays are anything with ``__cuda_array_interface__`` (CuPy,
-PyTorch CUDA tensors, Numba device arrays) or the CUDA simulator's arrays. Lists,
-scalars and strings are refused: a reduction of a Python list is ``functools.reduce``.
+(``__array__``/``__array_interface__``/DLPack: PyTorch CPU tensors, memoryviews of
+typed buffers). Device arrays are anything with ``__cuda_array_interface__`` (CuPy,
+PyTorch CUDA tensors, Numba device arrays), a CUDA DLPack producer (``__dlpack__``,
+JAX), or the CUDA simulator's arrays. Lists, scalars and strings are refused: a
+reduction of a Python list is ``functools.reduce``. bfloat16 (PyTorch's, ml_dtypes',
+DLPack's) has no NumPy dtype: it is kept as its ``uint16`` bits and named
+:data:`pyreduce.dtypes.BFLOAT16`.
 
 Reading ``__cuda_array_interface__`` builds a dictionary on every access (CuPy and
 Numba make a new one each time, PyTorch also validates the tensor), which is a
@@ -17,13 +20,15 @@ interface's ``stream`` entry), so a reduction can run on it.
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
 
+from .dtypes import BFLOAT16
 from .ops import check_dtype
 
-__all__ = ["Input", "DeviceFields", "inspect", "device_fields"]
+__all__ = ["Input", "DeviceFields", "inspect", "device_fields", "parse_dlpack"]
 
 
 class DeviceFields:
@@ -89,24 +94,92 @@ def _cupy_stream():
 _TORCH_DTYPES: dict = {}
 
 
-def _read_torch(x) -> DeviceFields | None:
-    if not x.is_cuda:
-        return None  # a host tensor: NumPy can view it
-    dt = _TORCH_DTYPES.get(x.dtype)
+def _torch_dtype(tdtype) -> np.dtype | None:
+    """NumPy's name for a PyTorch dtype (bfloat16: :data:`BFLOAT16`), or None."""
+    dt = _TORCH_DTYPES.get(tdtype)
     if dt is None:
         import torch
 
-        try:  # what NumPy calls the same type; bfloat16 and others have no such type
-            dt = np.dtype(torch.empty(0, dtype=x.dtype).numpy().dtype)
-        except (TypeError, RuntimeError):
-            return _read_cai(x)  # let the interface name (or refuse) the dtype
-        _TORCH_DTYPES[x.dtype] = dt
+        if tdtype == torch.bfloat16:
+            dt = BFLOAT16
+        else:
+            try:
+                dt = np.dtype(torch.empty(0, dtype=tdtype).numpy().dtype)
+            except (TypeError, RuntimeError):
+                return None
+        _TORCH_DTYPES[tdtype] = dt
+    return dt
+
+
+def _read_torch(x) -> DeviceFields | None:
+    if not x.is_cuda:
+        return None  # a host tensor (see _host_array)
+    dt = _torch_dtype(x.dtype)
+    if dt is None:
+        return _read_cai(x)  # let the interface name (or refuse) the dtype
     try:
         s = _torch_stream(x.device.index)
     except (AttributeError, RuntimeError):  # a PyTorch without the raw call
         s = x.__cuda_array_interface__.get("stream")
     strides = tuple(k * dt.itemsize for k in x.stride())
     return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s if s else None)
+
+
+# --- DLPack (__dlpack__), for producers without __cuda_array_interface__
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+#: DLPack type codes (int, uint, float, bfloat, complex, bool) and bits -> dtype
+_DL_TYPES = {(0, b): np.dtype(f"int{b}") for b in (8, 16, 32, 64)} | {
+    (1, b): np.dtype(f"uint{b}") for b in (8, 16, 32, 64)} | {
+    (2, 16): np.dtype(np.float16), (2, 32): np.dtype(np.float32),
+    (2, 64): np.dtype(np.float64), (4, 16): BFLOAT16,
+    (5, 64): np.dtype(np.complex64), (5, 128): np.dtype(np.complex128),
+    (6, 8): np.dtype(np.bool_)}
+
+
+def parse_dlpack(capsule) -> DeviceFields:
+    """The memory a DLPack capsule (``"dltensor"``) describes. The capsule is not
+    consumed: its destructor releases the producer's tensor, and the caller keeps
+    the producer's array alive while the memory is used."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    t = _DLTensor.from_address(get(capsule, b"dltensor"))  # DLManagedTensor starts with it
+    code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
+    dt = _DL_TYPES.get((code, bits))
+    if dt is None or lanes != 1:
+        raise TypeError(f"DLPack dtype (code {code}, {bits} bits, {lanes} lanes) is not "
+                        "supported")
+    shape = tuple(t.shape[k] for k in range(t.ndim))
+    strides = None if not t.strides else tuple(t.strides[k] * dt.itemsize
+                                              for k in range(t.ndim))
+    return DeviceFields((t.data or 0) + t.byte_offset, shape, strides, dt, None)
+
+
+def _read_dlpack(x) -> DeviceFields | None:
+    """A CUDA DLPack producer's array; None for a host one (NumPy takes those)."""
+    kind, _ = x.__dlpack_device__()
+    if kind == _DL_CPU:
+        return None
+    if kind not in (_DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED):
+        raise TypeError(f"a DLPack array on device type {kind} is not a CUDA array")
+    # stream 1: the consumer reads on CUDA's legacy default stream, which is what a
+    # reduction launches on unless told otherwise
+    return parse_dlpack(x.__dlpack__(stream=1))
 
 
 def _torch_stream(index):
@@ -132,6 +205,8 @@ def _reader_for(cls):
         "DeviceNDArray", "DeviceRecord", "MappedNDArray"
     ):
         return _read_numba
+    if not hasattr(cls, "__cuda_array_interface__") and hasattr(cls, "__dlpack__"):
+        return _read_dlpack
     return _read_cai
 
 
@@ -158,10 +233,13 @@ def device_fields(x) -> DeviceFields | None:
 def inspect(x) -> Input:
     """Classify ``x`` and check its dtype; TypeError names what is wrong."""
     if isinstance(x, np.ndarray):
+        if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
+            return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
         return Input(check_dtype(x.dtype), x.shape, host=x)
     # hasattr on the instance: a PyTorch CPU tensor's class has the property, but
     # reading it raises AttributeError
-    if type(x) in _READERS or hasattr(x, "__cuda_array_interface__"):
+    if (type(x) in _READERS or hasattr(x, "__cuda_array_interface__")
+            or hasattr(x, "__dlpack_device__")):
         reader, kind = _reader(type(x))
         fields = reader(x)
         if fields is not None:
@@ -178,6 +256,13 @@ def inspect(x) -> Input:
             f"expected an array (NumPy, CuPy, PyTorch, Numba device array), "
             f"got {type(x).__name__}; wrap Python data in np.asarray(...) first"
         )
+    if _reader(type(x))[1] == "torch" and _torch_dtype(x.dtype) == BFLOAT16:
+        import torch  # a host bfloat16 tensor, which NumPy cannot view: its bits
+
+        return Input(BFLOAT16, tuple(x.shape), host=x.view(torch.int16).numpy().view(np.uint16))
+    if hasattr(x, "__dlpack_device__") and not hasattr(x, "__array__"):
+        host = np.from_dlpack(x)
+        return Input(check_dtype(host.dtype), host.shape, host=host)
     if hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
         host = np.asarray(x)
         return Input(check_dtype(host.dtype), host.shape, host=host)

@@ -30,8 +30,8 @@ import numpy as np
 __all__ = ["Monoid", "as_monoid", "SUPPORTED_DTYPES", "check_dtype", "sum_dtype", "cast_value"]
 
 from .dtypes import (  # noqa: E402  (SUPPORTED_DTYPES, check_dtype re-exported)
-    SUPPORTED_DTYPES, as_value, check_accumulator, check_dtype, default_accumulator, fields,
-    is_tuple, tuple_dtype,
+    SUPPORTED_DTYPES, as_value, check_accumulator, check_dtype, default_accumulator, element,
+    fields, is_tuple, tuple_dtype,
 )
 
 
@@ -183,9 +183,8 @@ def _builtin_name(op) -> str | None:
 
 def sum_dtype(dt: np.dtype) -> np.dtype:
     """NumPy's accumulator for ``np.sum``/``np.prod``: small ints widen to 64 bits;
-    float16 sums in float32 (NumPy keeps float16)."""
-    if dt == np.float16:
-        return np.dtype(np.float32)
+    float16 and bfloat16 sum in float32 (NumPy keeps float16)."""
+    dt = default_accumulator(dt)
     if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
         return np.dtype(np.int64)
     if dt.kind == "u" and dt.itemsize < 8:
@@ -482,7 +481,7 @@ def _mapped(op, dt: np.dtype, identity, acc_dtype, map) -> Monoid:
     ``map(i, x[i])``. The accumulator is ``acc_dtype`` or what the map returns."""
     fmap = _function(map, "map", 2)
     if acc_dtype is None:
-        acc = map_dtype(fmap, dt)
+        acc = map_dtype(fmap, element(dt))
     elif isinstance(acc_dtype, (tuple, list)):
         acc = tuple_dtype(acc_dtype)
     else:

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .dtypes import check_accumulator, check_dtype, tuple_dtype
+from .dtypes import check_accumulator, check_dtype, default_accumulator, tuple_dtype
 from .ops import Monoid, function_key, make_monoid, sum_dtype
 
 __all__ = ["argmax_monoid", "argmin_monoid", "minmax_monoid", "moments_monoid",
@@ -119,7 +119,7 @@ def _key(name, fn, fmap):
 
 
 def _arg(name: str, op, dtype: np.dtype, numpy_arg) -> Monoid:
-    dt = check_dtype(dtype)
+    dt = default_accumulator(check_dtype(dtype))  # float16/bfloat16: float32 values
 
     def host(x):
         i = int(numpy_arg(x))
@@ -146,7 +146,7 @@ def argmin_monoid(dtype: np.dtype) -> Monoid:
 
 @functools.lru_cache(maxsize=None)
 def minmax_monoid(dtype: np.dtype) -> Monoid:
-    dt = check_dtype(dtype)
+    dt = default_accumulator(check_dtype(dtype))
     return Monoid(
         name="minmax", fn=_minmax_op, dtype=tuple_dtype([dt, dt]), identity=None,
         commutative=True, key=_key("minmax", _minmax_op, _pair_map), empty_ok=False,

@@ -51,7 +51,7 @@ def test_float16_is_accumulated_in_float32(backend, variant):
 
 
 def test_float16_accumulator_refused(backend):
-    with pytest.raises(TypeError, match="float16 is loaded and accumulated in float32"):
+    with pytest.raises(TypeError, match="float16 and bfloat16 are loaded and accumulated in float32"):
         pyreduce.sum(np.ones(4, np.float16), dtype=np.float16, **kw(backend))
     assert pyreduce.sum(np.ones(4, np.float16), dtype=np.float64, **kw(backend)).dtype == \
         np.float64
@@ -96,3 +96,70 @@ def test_any_and_all(backend, dt):
             a, b = pyreduce.any(x, **kw(backend)), pyreduce.all(x, **kw(backend))
             assert a.dtype == b.dtype == np.bool_
             assert (bool(a), bool(b)) == (bool(np.any(x)), bool(np.all(x))), (n, density)
+
+
+# --------------------------------------------------------------------------
+# bfloat16 (no NumPy dtype: ml_dtypes' on the host, PyTorch's and DLPack's on a GPU)
+
+
+@pytest.mark.parametrize("variant", [None, "warp_shuffle", "shuffle_tail"])
+def test_bfloat16_is_loaded_as_float32(backend, variant):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from pyreduce.dtypes import bfloat16_to_float32
+
+    rng = np.random.default_rng(6)
+    b = rng.standard_normal(1500).astype(ml_dtypes.bfloat16)
+    before = b.copy()
+    for x in (b, b[1:], b[::-2]):
+        f = bfloat16_to_float32(x.view(np.uint16))
+        assert np.array_equal(f, x.astype(np.float32))  # the conversion is exact
+        got = pyreduce.sum(x, **kw(backend, variant))
+        assert got.dtype == np.float32
+        assert abs(float(got) - f.astype(np.float64).sum()) <= 1e-5 * np.abs(f).sum()
+        assert pyreduce.max(x, **kw(backend, variant)) == f.max()
+        assert pyreduce.reduce(x, last_nonzero, **kw(backend, variant)) == \
+            functools.reduce(last_nonzero, f.tolist())
+        if variant != "shuffle_tail":  # a tree variant holds no tuple accumulator
+            assert pyreduce.argmax(x, **kw(backend, variant)) == np.argmax(f)
+    assert np.array_equal(b.view(np.uint16), before.view(np.uint16))
+
+
+def test_bfloat16_accumulator_refused(backend):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(TypeError, match="bfloat16 .*accumulat"):
+        pyreduce.sum(np.ones(4, np.float32), dtype=ml_dtypes.bfloat16, **kw(backend))
+
+
+# --------------------------------------------------------------------------
+# DLPack
+
+
+class _DLPackOnly:
+    """A producer with nothing but the DLPack protocol (as some libraries have)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, stream=None):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_capsules_are_read():
+    from pyreduce.interop import parse_dlpack
+
+    a = np.arange(60, dtype=np.int16).reshape(6, 10)[::2, 1:7]
+    f = parse_dlpack(a.__dlpack__())
+    assert f.ptr == a.ctypes.data and f.shape == a.shape and f.dtype == np.int16
+    assert f.strides == a.strides
+    c = np.ones(3, np.complex64)
+    assert parse_dlpack(c.__dlpack__()).dtype == np.complex64
+
+
+def test_a_dlpack_host_producer_is_a_host_array(backend):
+    a = np.random.default_rng(7).standard_normal((30, 7))
+    x = _DLPackOnly(a[:, ::2])
+    assert pyreduce.max(x, **kw(backend)) == a[:, ::2].max()
+    assert pyreduce.reduce(x, last_nonzero, **kw(backend)) == a[:, ::2].ravel()[-1]

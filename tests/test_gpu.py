@@ -140,6 +140,42 @@ def test_torch_inputs():
     assert pyreduce.sum(h) == 4950
 
 
+class _DLPackOnly:
+    """A CUDA producer with nothing but the DLPack protocol (as JAX arrays are)."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, stream=None):
+        return self._t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_bfloat16_float16_and_dlpack_inputs():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    x = torch.randn(100_003, device="cuda").to(torch.bfloat16)
+    f = x.float()
+    assert pyreduce.max(x) == float(f.max())
+    assert pyreduce.sum(x).dtype == np.float32
+    assert abs(float(pyreduce.sum(x)) - float(f.double().sum())) <= 1e-4 * float(f.abs().sum())
+    assert pyreduce.reduce(x[::3], lambda a, b: b) == float(f[::3][-1])
+    assert pyreduce.argmax(x) == int(torch.argmax(f))
+    h = x.half()
+    assert pyreduce.max(h) == float(h.float().max())
+    # through DLPack alone, strided, bfloat16 and int64
+    assert pyreduce.reduce(_DLPackOnly(x[1::3]), lambda a, b: b) == float(f[1::3][-1])
+    i = torch.arange(10_000, device="cuda")
+    assert pyreduce.sum(_DLPackOnly(i.reshape(100, 100).t())) == int(i.sum())
+    c = torch.randn(5000, dtype=torch.complex64, device="cuda")
+    got = complex(pyreduce.sum(c))
+    want = complex(c.to(torch.complex128).sum())
+    assert abs(got - want) <= 1e-4 * 5000
+
+
 # --------------------------------------------------------------------------
 # More than 2**32 elements
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import Kernel, compile_module
 from ..driver import Executable, resolve
-from ..dtypes import fields, is_tuple
+from ..dtypes import fields, is_bfloat16, is_tuple
 from ..flatten import gather_source
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
@@ -132,11 +132,17 @@ class GeneratedBackend:
                 names["re_t"] = carrier(spec.acc_dtype)
         if fmap is not None:
             names["fmap"] = fmap
+        if is_bfloat16(spec.in_dtype):
+            names["bf16_t"] = self.bfloat16_loader()
         width = 2
         while width <= spec.vector:  # a factory may load a run narrower than the spec's
             names[f"vload{width}"] = self.vector_load(width)
             width *= 2
         return names
+
+    def bfloat16_loader(self):
+        """``bf16_t(bits)``: a bfloat16 element (its ``uint16`` bits) as float32."""
+        raise NotImplementedError(f"the {self.name} backend does not load bfloat16")
 
     def vector_load(self, count: int):
         """``vload<count>`` for this backend's kernels; only asked for where the

@@ -16,6 +16,8 @@ import threading
 
 import numpy as np
 
+from ..dtypes import storage
+
 __all__ = [
     "DeviceView", "view_from", "view_of", "stream_handle", "PreparedLaunch", "read_scalar",
     "write_scalar",
@@ -76,7 +78,7 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
     N-D array that is not C-contiguous). Before it is read on ``stream``, the
     producer's stream is synchronized if it is another one (the CUDA Array
     Interface's rule; 1 and 2 name the default streams, which need nothing)."""
-    dt, shape, strides = fields.dtype, fields.shape, fields.strides
+    dt, shape, strides = storage(fields.dtype), fields.shape, fields.strides
     producer = fields.stream
     if producer is not None and producer not in (1, 2) and producer != stream:
         _check(cuda_driver().cuStreamSynchronize(producer))

@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from ..planner import DeviceInfo, address_alignment
+from ..dtypes import bfloat16_to_float32
 from ..interop import device_fields
 from .base import GeneratedBackend, carrier, check_out
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
@@ -67,6 +68,9 @@ class SimBackend(NumbaCudaBackend):
 
     def vector_load(self, count: int):
         return sim_vload(count)
+
+    def bfloat16_loader(self):
+        return _sim_bf16
 
     def alignment(self, flat) -> int:
         host = flat._ary  # the simulator's device arrays wrap a NumPy array
@@ -173,6 +177,9 @@ class CudaBackend(NumbaCudaBackend):
     def vector_load(self, count: int):
         return cuda_vload(count)
 
+    def bfloat16_loader(self):
+        return _cuda_bf16()
+
     def alignment(self, flat) -> int:
         return address_alignment(flat.ptr, flat.stride == flat.dtype.itemsize)
 
@@ -243,3 +250,20 @@ def _torch_empty(dtype: np.dtype, device):
     if tdt is None:
         tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
     return torch.empty((), dtype=tdt, device=device)
+
+
+def _sim_bf16(bits):
+    return bfloat16_to_float32(np.uint16(bits))[()]
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_bf16():
+    """bfloat16 is the upper half of a float32: shift its bits up and reinterpret."""
+    from numba import cuda
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True)
+    def bf16_t(bits):
+        return libdevice.int_as_float(np.int32(bits) << 16)
+
+    return bf16_t

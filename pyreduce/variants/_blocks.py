@@ -23,7 +23,7 @@ arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 from __future__ import annotations
 
 from ..codegen import indent
-from ..dtypes import fields, is_tuple
+from ..dtypes import fields, is_bfloat16, is_tuple
 from ..spec import KernelSpec
 
 __all__ = [
@@ -54,6 +54,8 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
     if accs:
         return acc_load(spec, src, index)
     item = value or f"{src}[{index}]"
+    if is_bfloat16(spec.in_dtype):  # its bits, stored as uint16
+        item = f"bf16_t({item})"
     if spec.mapped:
         return f"acc_t(fmap({index}, {item}))"
     return f"acc_t({item})"
