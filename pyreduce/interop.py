@@ -236,6 +236,8 @@ def inspect(x) -> Input:
         if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
             return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
         return Input(check_dtype(x.dtype), x.shape, host=x)
+    if _is_simulator_array(x):  # before the protocols: it forwards them to NumPy
+        return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
     # hasattr on the instance: a PyTorch CPU tensor's class has the property, but
     # reading it raises AttributeError
     if (type(x) in _READERS or hasattr(x, "__cuda_array_interface__")
@@ -245,8 +247,6 @@ def inspect(x) -> Input:
         if fields is not None:
             return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
                          kind=kind)
-    if _is_simulator_array(x):
-        return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
     if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float
         return inspect(np.asarray(x))
     if isinstance(x, memoryview):
@@ -256,7 +256,7 @@ def inspect(x) -> Input:
             f"expected an array (NumPy, CuPy, PyTorch, Numba device array), "
             f"got {type(x).__name__}; wrap Python data in np.asarray(...) first"
         )
-    if _reader(type(x))[1] == "torch" and _torch_dtype(x.dtype) == BFLOAT16:
+    if type(x).__module__.startswith("torch") and _torch_dtype(x.dtype) == BFLOAT16:
         import torch  # a host bfloat16 tensor, which NumPy cannot view: its bits
 
         return Input(BFLOAT16, tuple(x.shape), host=x.view(torch.int16).numpy().view(np.uint16))
