@@ -4,21 +4,11 @@ import numpy as np
 
 
 def device_seconds(fn, reps=20, batches=5):
-    """Median over batches of the mean device time per call, from CUDA events."""
-    from numba import cuda
+    """Median over batches of the mean device time per call, from CUDA events (the
+    autotuner's timer)."""
+    from pyreduce.tuning import device_seconds as timer
 
-    fn()
-    cuda.synchronize()
-    times = []
-    for _ in range(batches):
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) * 1e-3 / reps)
-    return float(np.median(times))
+    return timer(fn, reps, batches)
 
 
 def host_seconds(fn, calls=200, rounds=5):

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 __all__ = ["Key", "Choice", "tune", "show", "reset", "choices", "lookup", "path",
-           "CANDIDATES"]
+           "CANDIDATES", "device_seconds"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,19 +197,23 @@ def show() -> str:
     return "\n".join(lines)
 
 
-def _device_timer(fn, reps: int) -> float:
-    """Seconds per call of ``fn``, from CUDA events around ``reps`` calls."""
+def device_seconds(fn, reps: int = 20, batches: int = 1) -> float:
+    """Seconds per call of ``fn`` on the device: CUDA events around ``reps``
+    back-to-back calls after a warm-up call, the median over ``batches``."""
     from numba import cuda
 
     fn()
     cuda.synchronize()
-    start, stop = cuda.event(), cuda.event()
-    start.record()
-    for _ in range(reps):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cuda.event_elapsed_time(start, stop) * 1e-3 / reps
+    times = []
+    for _ in range(batches):
+        start, stop = cuda.event(), cuda.event()
+        start.record()
+        for _ in range(reps):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cuda.event_elapsed_time(start, stop) * 1e-3 / reps)
+    return float(np.median(times))
 
 
 def _wall_timer(fn, reps: int) -> float:
@@ -240,7 +244,7 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
         raise ValueError("tuning needs a GPU backend: the cpu backend has no kernels to tune")
     if info.size == 0:
         raise ValueError("cannot tune on an empty input")
-    timer = timer or (_device_timer if be.name == "cuda" else _wall_timer)
+    timer = timer or (device_seconds if be.name == "cuda" else _wall_timer)
     device = be.device(None)
     base = prepare(info, monoid, None, backend, Tuning(), None).run()
     best = None

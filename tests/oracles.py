@@ -28,3 +28,18 @@ def affine(u, v):
 def affine_data(n, seed=0):
     rng = np.random.default_rng(seed)
     return (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
+
+
+#: A tuning the simulator runs quickly (each simulated thread is a Python thread).
+SIM_TUNING = dict(block_size=64, max_blocks=3)
+
+
+def on(backend, variant=None, **extra):
+    """Keywords for a call on ``backend``: the simulator's small tuning, and
+    ``variant`` where the backend has variants (the cpu backend has none)."""
+    out = {"backend": backend, **extra}
+    if backend == "sim":
+        out.update(SIM_TUNING)
+    if variant is not None and backend != "cpu":
+        out["variant"] = variant
+    return out

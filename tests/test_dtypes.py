@@ -10,20 +10,12 @@ import pytest
 
 import pyreduce
 
+from oracles import on
+
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-SIM = dict(block_size=64, max_blocks=3)
 # one variant of each family, with the tree's shuffle tail (a complex shuffle by index)
 VARIANTS = [None, "warp_shuffle", "shuffle_tail", "shared_tree"]
-
-
-def kw(backend, variant=None, **extra):
-    out = {"backend": backend, **extra}
-    if backend == "sim":
-        out.update(SIM)
-    if variant is not None and backend != "cpu":
-        out["variant"] = variant
-    return out
 
 
 def last_nonzero(a, b):
@@ -37,23 +29,23 @@ def test_float16_is_accumulated_in_float32(backend, variant):
     exact = h.astype(np.float64).sum()
     for x in (h, h[1:], h[::-3]):  # aligned (vector loads), offset by one, strided
         want = x.astype(np.float64).sum()
-        got = pyreduce.sum(x, **kw(backend, variant))
+        got = pyreduce.sum(x, **on(backend, variant))
         assert got.dtype == np.float32
         assert abs(float(got) - want) <= 1e-5 * np.abs(x.astype(np.float64)).sum() + 1e-6
-        assert pyreduce.max(x, **kw(backend, variant)) == np.float32(x.max())
-        assert pyreduce.reduce(x, last_nonzero, **kw(backend, variant)) == np.float32(
+        assert pyreduce.max(x, **on(backend, variant)) == np.float32(x.max())
+        assert pyreduce.reduce(x, last_nonzero, **on(backend, variant)) == np.float32(
             functools.reduce(last_nonzero, x.tolist()))
     # a sum in float16 would stop at 2048: 2048 + 1 is 2048 in half precision
     assert np.float16(2048) + np.float16(1) == np.float16(2048)
     ones = np.ones(4097, dtype=np.float16)
-    assert pyreduce.sum(ones, **kw(backend, variant)) == 4097
+    assert pyreduce.sum(ones, **on(backend, variant)) == 4097
     assert abs(exact) < 1e5
 
 
 def test_float16_accumulator_refused(backend):
     with pytest.raises(TypeError, match="float16 and bfloat16 are loaded and accumulated in float32"):
-        pyreduce.sum(np.ones(4, np.float16), dtype=np.float16, **kw(backend))
-    assert pyreduce.sum(np.ones(4, np.float16), dtype=np.float64, **kw(backend)).dtype == \
+        pyreduce.sum(np.ones(4, np.float16), dtype=np.float16, **on(backend))
+    assert pyreduce.sum(np.ones(4, np.float16), dtype=np.float64, **on(backend)).dtype == \
         np.float64
 
 
@@ -64,16 +56,16 @@ def test_complex_sum_prod_and_user_ops(backend, dt, variant):
     n = 700
     c = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
     tol = 1e-4 if dt == np.complex64 else 1e-12
-    got = pyreduce.sum(c, **kw(backend, variant))
+    got = pyreduce.sum(c, **on(backend, variant))
     assert got.dtype == dt and abs(got - c.astype(np.complex128).sum()) <= tol * n
     p = (1 + 0.01 * c[:200]).astype(dt)
-    got = pyreduce.prod(p, **kw(backend, variant))
+    got = pyreduce.prod(p, **on(backend, variant))
     want = np.prod(p.astype(np.complex128))
     assert got.dtype == dt and abs(got - want) <= tol * 200 * abs(want)
     c[-5:] = 0
-    got = pyreduce.reduce(c, last_nonzero, **kw(backend, variant))
+    got = pyreduce.reduce(c, last_nonzero, **on(backend, variant))
     assert got == c[-6]
-    assert pyreduce.sum(c, initial=1 + 2j, **kw(backend, variant)) == pytest.approx(
+    assert pyreduce.sum(c, initial=1 + 2j, **on(backend, variant)) == pytest.approx(
         complex(c.astype(np.complex128).sum()) + 1 + 2j, rel=tol, abs=tol * n)
 
 
@@ -81,10 +73,10 @@ def test_complex_refuses_orderings(backend):
     c = np.ones(5, np.complex64)
     for red in (pyreduce.max, pyreduce.min, pyreduce.nanmax):
         with pytest.raises(TypeError, match="not defined for dtype complex64"):
-            red(c, **kw(backend))
+            red(c, **on(backend))
     if backend != "cpu":  # the cpu backend takes no kernel tuning
         with pytest.raises(ValueError, match="complex values are loaded one at a time"):
-            pyreduce.sum(c, vector_loads=True, **kw(backend))
+            pyreduce.sum(c, vector_loads=True, **on(backend))
 
 
 @pytest.mark.parametrize("dt", [np.bool_, np.int16, np.float32])
@@ -93,7 +85,7 @@ def test_any_and_all(backend, dt):
     for n in (0, 1, 65, 300):
         for density in (0.0, 0.02, 1.0):
             x = (rng.random(n) < density).astype(dt)
-            a, b = pyreduce.any(x, **kw(backend)), pyreduce.all(x, **kw(backend))
+            a, b = pyreduce.any(x, **on(backend)), pyreduce.all(x, **on(backend))
             assert a.dtype == b.dtype == np.bool_
             assert (bool(a), bool(b)) == (bool(np.any(x)), bool(np.all(x))), (n, density)
 
@@ -113,21 +105,21 @@ def test_bfloat16_is_loaded_as_float32(backend, variant):
     for x in (b, b[1:], b[::-2]):
         f = bfloat16_to_float32(x.view(np.uint16))
         assert np.array_equal(f, x.astype(np.float32))  # the conversion is exact
-        got = pyreduce.sum(x, **kw(backend, variant))
+        got = pyreduce.sum(x, **on(backend, variant))
         assert got.dtype == np.float32
         assert abs(float(got) - f.astype(np.float64).sum()) <= 1e-5 * np.abs(f).sum()
-        assert pyreduce.max(x, **kw(backend, variant)) == f.max()
-        assert pyreduce.reduce(x, last_nonzero, **kw(backend, variant)) == \
+        assert pyreduce.max(x, **on(backend, variant)) == f.max()
+        assert pyreduce.reduce(x, last_nonzero, **on(backend, variant)) == \
             functools.reduce(last_nonzero, f.tolist())
         if variant != "shuffle_tail":  # a tree variant holds no tuple accumulator
-            assert pyreduce.argmax(x, **kw(backend, variant)) == np.argmax(f)
+            assert pyreduce.argmax(x, **on(backend, variant)) == np.argmax(f)
     assert np.array_equal(b.view(np.uint16), before.view(np.uint16))
 
 
 def test_bfloat16_accumulator_refused(backend):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     with pytest.raises(TypeError, match="bfloat16 .*accumulat"):
-        pyreduce.sum(np.ones(4, np.float32), dtype=ml_dtypes.bfloat16, **kw(backend))
+        pyreduce.sum(np.ones(4, np.float32), dtype=ml_dtypes.bfloat16, **on(backend))
 
 
 # --------------------------------------------------------------------------
@@ -161,5 +153,5 @@ def test_dlpack_capsules_are_read():
 def test_a_dlpack_host_producer_is_a_host_array(backend):
     a = np.random.default_rng(7).standard_normal((30, 7))
     x = _DLPackOnly(a[:, ::2])
-    assert pyreduce.max(x, **kw(backend)) == a[:, ::2].max()
-    assert pyreduce.reduce(x, last_nonzero, **kw(backend)) == a[:, ::2].ravel()[-1]
+    assert pyreduce.max(x, **on(backend)) == a[:, ::2].max()
+    assert pyreduce.reduce(x, last_nonzero, **on(backend)) == a[:, ::2].ravel()[-1]
