@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..codegen import indent
 from ..spec import KernelSpec
 
-__all__ = ["combine", "fold_items", "warp_reduce", "block_range"]
+__all__ = ["combine", "load_items", "fold_items", "warp_reduce", "block_range"]
 
 
 def combine(a: str, b: str) -> str:
@@ -34,6 +34,21 @@ def block_range(dialect) -> str:
     """
 
 
+def load_items(
+    dst: str, first: str, src: str, count: int, width: int = 1,
+) -> tuple[list[str], list[str]]:
+    """``(lines, items)``: the lines loading ``src[first : first + count]`` and the
+    expression of each item. With ``width > 1`` the items are read ``width`` at a
+    time with ``vloadN`` into tuples ``{dst}_{k}`` (``first`` must then be a
+    multiple of ``width``, and ``src`` aligned: only the kernel input qualifies)."""
+    width = min(width, count)
+    if width > 1:
+        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
+                 for k in range(0, count, width)]
+        return loads, [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
+    return [], [f"{src}[{first}{f' + {k}' if k else ''}]" for k in range(count)]
+
+
 def fold_items(
     spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
     count: int | None = None, vector: int = 1,
@@ -43,18 +58,10 @@ def fold_items(
 
     With ``end`` given, items at or past ``end`` are skipped (the caller ensures
     ``first < end``, so ``dst`` always holds at least one element). Without it the
-    items are read ``vector`` at a time with ``vloadN`` (``first`` must then be a
-    multiple of ``vector``, and ``src`` aligned: only the kernel input qualifies).
+    items are read ``vector`` at a time (:func:`load_items`).
     """
     count = spec.items if count is None else count
-    width = min(vector, count) if end is None else 1
-    if width > 1:
-        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
-                 for k in range(0, count, width)]
-        item = [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
-    else:
-        loads = []
-        item = [f"{src}[{first}{f' + {k}' if k else ''}]" for k in range(count)]
+    loads, item = load_items(dst, first, src, count, vector if end is None else 1)
     lines = loads + [f"{dst} = acc_t({item[0]})"]
     for k in range(1, count):
         step = f"{dst} = {combine(dst, f'acc_t({item[k]})')}"
