@@ -8,12 +8,13 @@
 from .api import Reduce, max, min, nanmax, nanmin, prod, reduce, sum
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
+from .deterministic import reference
 from .explain import Explanation, explain
 from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
-    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
+    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce", "reference",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear",
 ]

@@ -156,7 +156,13 @@ class CpuBackend:
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
-    def reduce(self, host: np.ndarray, monoid, initial=None):
+    def reduce(self, host: np.ndarray, monoid, initial=None, tree: bool = False):
+        """``host`` (non-empty) reduced with ``monoid``, then ``op(initial, result)``;
+        with ``tree``, in the fixed tree of :mod:`pyreduce.deterministic`."""
+        if tree:
+            from ..deterministic import reduce_host
+
+            return reduce_host(host, monoid, initial)
         ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
         if ufunc is not None:
             with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
