@@ -102,7 +102,7 @@ def _thread_tree(leaves: int, have: str | None) -> list[str]:
 
 
 def _thread_full(spec: KernelSpec, vector: int) -> str:
-    """``v0``: the node of lane's ``items`` elements from ``i``, all in range."""
+    """``v0``: the node of the lane's ``items`` elements from ``i``, all in range."""
     leaf = _leaf_size(spec)
     loads, items = load_items("e", "i", "x", spec.items, vector)
     lines = list(loads)
@@ -126,7 +126,8 @@ def _thread_tail(spec: KernelSpec) -> str:
 
 
 #: Lane 0 pushes tile ``t``'s node: combined with the stack's top while the top
-#: covers as many tiles (the trailing ones of ``t``), then stored one level up.
+#: covers as many tiles (once per trailing one bit of ``t``), then stored at the
+#: first free level.
 _PUSH = """
 if lane == 0:
     c = t
