@@ -196,7 +196,8 @@ def _where(choose_a):
 
 #: The built-in operators on arrays, with exactly the semantics of their scalar
 #: code in pyreduce.ops. np.maximum and friends are not used: which operand they
-#: return on ties (the sign of a zero) is not that of ``a if a > b ... else b``.
+#: return on ties (the sign of a zero) is NumPy's choice, unspecified and free to
+#: differ between its SIMD loops, where ``a if a > b ... else b`` fixes it.
 _ARRAY_OPS = {
     "add": np.add,
     "mul": np.multiply,
@@ -226,7 +227,8 @@ def _combiner(monoid: Monoid):
 
     def user(a, b):
         out = np.empty(a.size, monoid.dtype)
-        pairs(a, b, out)
+        # contiguous copies of the strided levels: one compiled signature, not four
+        pairs(np.ascontiguousarray(a), np.ascontiguousarray(b), out)
         return out
 
     return user
