@@ -12,13 +12,14 @@ from .api import (
 )
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
+from .deterministic import reference
 from .explain import Explanation, explain
 from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
-    "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod",
+    "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod", "reference",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "tuning",
 ]

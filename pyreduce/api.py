@@ -7,7 +7,7 @@ import numpy as np
 from . import backends, laws, structured
 from .interop import inspect
 from .backends.base import check_out
-from .dtypes import bfloat16_to_float32, default_accumulator, is_bfloat16
+from .dtypes import bfloat16_to_float32, default_accumulator, is_bfloat16, is_tuple
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
 from .variants import VARIANTS
@@ -37,6 +37,7 @@ def reduce(
     max_blocks: int | None = None,
     vector_loads: bool | None = None,
     check: bool = False,
+    deterministic: bool = False,
 ):
     """Reduce every element of ``x`` with the associative operator ``op``.
 
@@ -89,6 +90,12 @@ def reduce(
             associative and that ``identity`` is one on both sides; a ValueError
             names the law and a counterexample. Built-in ops skip it.
             ``pyreduce.testing`` checks more thoroughly.
+        deterministic: combine the elements in one fixed tree that depends on the
+            size alone (``docs/deterministic.md``), so that a float sum is bitwise
+            the same for every block size, items per thread, warp size, grid, GPU
+            and backend, and equals ``pyreduce.reference(x, op, ...)``. On a GPU
+            it selects variant ``"pairwise"`` (another ``variant=`` is a
+            ValueError) and needs items per thread to be a multiple of 4.
 
     Returns:
         A NumPy scalar of the accumulator dtype.
@@ -103,20 +110,42 @@ def reduce(
     """
     return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
                    stream, variant, block_size, items_per_thread, warp_size, max_blocks,
-                   vector_loads, check, map)
+                   vector_loads, check, map, deterministic)
 
 
 _DEFAULT_TUNING = Tuning()
+
+#: The variant that computes the fixed tree of deterministic=True.
+DETERMINISTIC_VARIANT = "pairwise"
+
+
+def deterministic_variant(variant: str, deterministic) -> str:
+    """The variant a call with ``deterministic=`` uses: ``variant`` unchanged for
+    False, :data:`DETERMINISTIC_VARIANT` for True (``variant=`` may only name it)."""
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic= must be True or False, got {deterministic!r}")
+    if not deterministic:
+        return variant
+    if variant not in ("auto", DETERMINISTIC_VARIANT):
+        raise ValueError(
+            f"deterministic=True computes the fixed tree of variant "
+            f"{DETERMINISTIC_VARIANT!r}; variant={variant!r} cannot give it"
+        )
+    return DETERMINISTIC_VARIANT
 
 
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             device_result=False, out=None, stream=None, variant="auto", block_size=None,
             items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
-            check=False, map=None):
+            check=False, map=None, deterministic=False):
     """:func:`reduce` of an inspected input (the named reductions inspect first)."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
         laws.check_if_requested(monoid, check)
+    if deterministic is not False:
+        variant = deterministic_variant(variant, deterministic)
+        if deterministic and is_tuple(monoid.dtype):
+            raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     if (variant == "auto" and block_size is None and items_per_thread is None
             and warp_size is None and max_blocks is None and vector_loads is None):
         tuning = _DEFAULT_TUNING
@@ -131,12 +160,15 @@ class Prepared:
     the operator, and on a GPU backend the flat device input and the plan. ``run``
     performs it; :func:`pyreduce.explain` reads it."""
 
-    __slots__ = ("backend", "monoid", "info", "initial", "stream", "device", "flat", "plan")
+    __slots__ = ("backend", "monoid", "info", "initial", "stream", "device", "flat", "plan",
+                 "fixed_tree")
 
-    def __init__(self, backend, monoid: Monoid, info, initial, stream):
+    def __init__(self, backend, monoid: Monoid, info, initial, stream, fixed_tree=False):
         self.backend, self.monoid, self.info = backend, monoid, info
         self.initial, self.stream = initial, stream
         self.device = self.flat = self.plan = None
+        #: compute pyreduce.deterministic's tree (the cpu backend too)
+        self.fixed_tree = fixed_tree
 
     def run(self, device_result: bool = False, out=None):
         be, monoid, stream = self.backend, self.monoid, self.stream
@@ -168,7 +200,7 @@ class Prepared:
             host = self.info.host if self.info.host is not None else _to_host(self.info)
             if is_bfloat16(self.info.dtype):  # the cpu backend folds float32
                 host = bfloat16_to_float32(host)
-            return monoid.result(be.reduce(host, monoid, self.initial))
+            return monoid.result(be.reduce(host, monoid, self.initial, tree=self.fixed_tree))
         run = be.executable(self.plan, monoid, self.device)
         if buffer is None:
             return monoid.result(run(self.flat, stream, self.initial))
@@ -181,7 +213,8 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prep
     if initial is not None:
         initial = cast_value(initial, monoid.dtype, "initial")
     be = backends.get(backend_name, on_device=info.on_device)
-    call = Prepared(be, monoid, info, initial, be.launch_stream(stream, info))
+    fixed_tree = tuning.variant != "auto" and VARIANTS[tuning.variant].fixed_tree
+    call = Prepared(be, monoid, info, initial, be.launch_stream(stream, info), fixed_tree)
     if be.name == "cpu" or info.size == 0:
         return call
     call.device = device = be.device(tuning.warp_size)

@@ -8,7 +8,9 @@ partials with one block, ``multi_pass`` repeats passes of one tile per block unt
 one value is left, and a ``single_pass`` kernel's last block finishes by itself.
 An ``initial`` value is placed in front of the first partials, so it is combined
 exactly once, on the left, on the device: ``op(initial, op(p0, p1, ...))``, which
-is what ``functools.reduce(op, x, initial)`` computes. The input is only ever read.
+is what ``functools.reduce(op, x, initial)`` computes; for a plan with a fixed
+tree (``deterministic=True``) it is combined after the tree's root instead, by
+one more pass. The input is only ever read.
 
 Per call only two arguments change: the input and, with ``device_result``, the
 output. Everything else (kernels, grids, scratch) is fixed for a plan, so an
@@ -68,7 +70,10 @@ class Schedule:
 def schedule(plan) -> Schedule:
     """The launches and scratch of ``plan`` (see the module docstring)."""
     spec, acc, head = plan.spec, plan.spec.acc_dtype, plan.head
-    initial = Ref("partials", 0, 1) if head else None
+    # a fixed tree (pyreduce.deterministic) must not depend on the grid, so head
+    # values are not among its leaves: one more pass combines them with its root
+    late, head = (head, 0) if plan.fixed_tree else (0, head)
+    initial = Ref("head", 0, late) if late else Ref("partials", 0, 1) if head else None
     if plan.layout == "single_pass":
         buffers = (("partials", plan.grid + head, acc, False), ("ticket", 1, np.int32, True))
         args = (INPUT, plan.n, plan.chunk, OUTPUT, Ref("partials", 0, plan.grid + head), head,
@@ -85,6 +90,10 @@ def schedule(plan) -> Schedule:
         tiles = -(-count // spec.tile)
         grid = 1 if plan.layout == "two_pass" else tiles
         chunk = tiles * spec.tile if plan.layout == "two_pass" else spec.tile
+    if late:
+        sizes["head"] = late + 1
+        steps.append(Step(spec, 1, (src, count, chunk, Ref("head", late, late + 1))))
+        spec, src, count, chunk = plan.finish, Ref("head", 0, late + 1), late + 1, plan.finish.tile
     steps.append(Step(spec, 1, (src, count, chunk, OUTPUT)))
     buffers = tuple((name, size, acc, False) for name, size in sizes.items())
     return Schedule(buffers, tuple(steps), initial)

@@ -73,10 +73,13 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
-    from .api import prepare
+    from .api import deterministic_variant, prepare
 
     info = inspect(x)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"))
+    if "deterministic" in kwargs:
+        kwargs = dict(kwargs, variant=deterministic_variant(kwargs.get("variant", "auto"),
+                                                            kwargs["deterministic"]))
     tuning = Tuning(*(kwargs.get(f.name, f.default) for f in dataclasses.fields(Tuning)))
     call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
                    tuning, kwargs.get("stream", 0))

@@ -90,6 +90,9 @@ class Plan:
     chunk: int
     finish: KernelSpec | None
     head: int = 0
+    #: the kernels compute the fixed tree of pyreduce.deterministic: head values
+    #: are combined after its root, by one more pass (pyreduce.driver.schedule)
+    fixed_tree: bool = False
     #: backend name -> pyreduce.driver.Executable, built on first use
     executables: dict = dataclasses.field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -100,16 +103,16 @@ class Plan:
         """Kernel launches this plan makes."""
         if self.layout == "single_pass":
             return 1
-        count, passes = self.grid + self.head, 1
+        late = self.head if self.fixed_tree else 0  # combined after the root
+        count, passes = self.grid + self.head - late, 1
         if self.finish is None:
             return passes
-        while True:
+        while count > 1 or (passes == 1 and not late):
             passes += 1
             if self.layout == "two_pass":
-                return passes
+                break
             count = -(-count // self.finish.tile)
-            if count == 1:
-                return passes
+        return passes + (1 if late else 0)
 
 
 _UNTUNED = Tuning()
@@ -243,10 +246,13 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     else:
         limit = device.max_grid(block) if tuning.max_blocks is None else int(tuning.max_blocks)
         grid = min(tiles, limit)
-    chunk = -(-tiles // grid) * spec.tile
+    per_block = -(-tiles // grid)
+    if variant.fixed_tree:  # a block's range must be one aligned subtree
+        per_block = 1 << (per_block - 1).bit_length()
+    chunk = per_block * spec.tile
     grid = -(-n // chunk)  # no block without elements
     finish = None
     if variant.layout != "single_pass" and (grid > 1 or extra_partials):
         finish = KernelSpec(name, acc_dtype, acc_dtype, op_key, block, warp, items_for(acc_dtype),
                             finish=True)
-    return Plan(spec, variant.layout, n, grid, chunk, finish, extra_partials)
+    return Plan(spec, variant.layout, n, grid, chunk, finish, extra_partials, variant.fixed_tree)

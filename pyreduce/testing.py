@@ -359,7 +359,7 @@ def _runs(backends, variants, tuning):
             kwargs = {"backend": name, "variant": v, **base}
             multiple = VARIANTS[v].items_multiple
             if kwargs.get("items_per_thread") and kwargs["items_per_thread"] % multiple:
-                # a variant with several shared slots per thread needs a multiple
+                # several shared slots per thread, or whole leaves, need a multiple
                 kwargs["items_per_thread"] += multiple - kwargs["items_per_thread"] % multiple
             yield name, v, kwargs
 

@@ -39,10 +39,12 @@ def _jobs(backend):
         kind = i % 4
         extra = {"backend": backend}
         if backend == "sim":
+            variant = list(pyreduce.variants)[i % len(pyreduce.variants)]
+            multiple = pyreduce.variants[variant].items_multiple
             extra.update(
                 warp_size=[32, 64][i % 2], block_size=[64, 128][i % 2 if i % 3 else 0],
-                variant=list(pyreduce.variants)[i % len(pyreduce.variants)],
-                items_per_thread=[1, 2, 4][i % 3], max_blocks=[1, 2, 4][i % 3],
+                variant=variant, items_per_thread=-(-[1, 2, 4][i % 3] // multiple) * multiple,
+                max_blocks=[1, 2, 4][i % 3],
             )
         if kind == 0:
             x = affine_data(n, seed=i)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
-from ..dtypes import code, is_tuple
+from ..dtypes import as_value, code, is_tuple
 from .opcheck import check_op, compiled_step, njit_cast, njit_op
 
 __all__ = ["CpuBackend"]
@@ -172,8 +172,14 @@ class CpuBackend:
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
-    def reduce(self, host: np.ndarray, monoid, initial=None):
-        """The accumulated value (a scalar, or a tuple for a tuple accumulator)."""
+    def reduce(self, host: np.ndarray, monoid, initial=None, tree: bool = False):
+        """The accumulated value of ``host`` (non-empty; a scalar, or a tuple for a
+        tuple accumulator), then ``op(initial, result)``; with ``tree``, in the
+        fixed tree of :mod:`pyreduce.deterministic`."""
+        if tree:
+            from ..deterministic import reduce_host
+
+            return reduce_host(host, monoid, initial)
         if monoid.host is not None:  # a built-in with a NumPy implementation
             with np.errstate(all="ignore"):
                 acc = monoid.host(host)
@@ -205,8 +211,12 @@ class CpuBackend:
             partials = [f.result() for f in futures]
         if initial is not None:
             partials.insert(0, initial)
-        step = compiled_step(monoid)  # partials are accumulators: no map again
+        # partials are accumulators: combined with the op's step, no map again, each
+        # of the accumulator's type (compiled code returns Python ints and floats,
+        # and uint64 against int64 would compare in float64)
+        step = compiled_step(monoid)
+        partials = [as_value(p, monoid.dtype) for p in partials]
         acc = partials[0]
         for p in partials[1:]:
-            acc = step(acc, p)
+            acc = as_value(step(acc, p), monoid.dtype)
         return acc

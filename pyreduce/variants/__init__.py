@@ -18,6 +18,9 @@ Layouts:
     a bounded grid whose blocks loop over their ranges, then one block.
 ``single_pass``
     a bounded grid; the last block to finish reduces the partials.
+
+``pairwise`` (``deterministic=True``) is the one variant outside the tutorial's
+two factories: it computes the fixed tree of :mod:`pyreduce.deterministic`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from . import tree, warp_shuffle
+from . import pairwise, tree, warp_shuffle
 
 __all__ = ["Variant", "VARIANTS", "LAYOUTS", "generate", "variant_source"]
 
@@ -43,12 +46,16 @@ class Variant:
     description: str
     #: True if the variant reorders elements and so refuses non-commutative ops.
     commutative_only: bool = False
+    #: True if it computes the fixed tree of :mod:`pyreduce.deterministic`: each
+    #: block's range is then a power of two of tiles (an aligned subtree), and an
+    #: initial value is combined after the tree's root.
+    fixed_tree: bool = False
 
     @property
     def items_multiple(self) -> int:
         """Items per thread must be a multiple of this (each of a thread's shared
-        slots gets an equal run)."""
-        return getattr(self.options, "shared_factor", 1)
+        slots gets an equal run; each thread holds whole leaves)."""
+        return getattr(self.options, "items_multiple", 1)
 
     def build(self, spec, dialect, name) -> str:
         return self.factory.build(spec, dialect, name, self.options)
@@ -97,6 +104,9 @@ VARIANTS = {
               "two-pass layout", None, "two_pass"),
         _tree("double_shared", None, "shared array doubled, first combination in "
               "shared memory (2x TGSM)", 4, "two_pass", tail="syncwarp", shared_factor=2),
+        Variant("pairwise", None, pairwise, pairwise.Options(), "two_pass", 8,
+                "reproducible: the fixed pairwise tree of deterministic=True, the same for "
+                "every tuning, warp size and GPU", fixed_tree=True),
     )
 }
 

@@ -27,7 +27,8 @@ from ..dtypes import fields, is_bfloat16, is_tuple
 from ..spec import KernelSpec
 
 __all__ = [
-    "combine", "fold_items", "warp_reduce", "block_range", "prelude", "element", "zero",
+    "combine", "load_items", "fold_items", "warp_reduce", "block_range", "prelude", "element",
+    "zero",
     "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load",
 ]
 
@@ -140,6 +141,21 @@ def block_range(dialect) -> str:
     """
 
 
+def load_items(
+    dst: str, first: str, src: str, count: int, width: int = 1,
+) -> tuple[list[str], list[str]]:
+    """``(lines, items)``: the lines loading ``src[first : first + count]`` and the
+    expression of each item. With ``width > 1`` the items are read ``width`` at a
+    time with ``vloadN`` into tuples ``{dst}_{k}`` (``first`` must then be a
+    multiple of ``width``, and ``src`` aligned: only the kernel input qualifies)."""
+    width = min(width, count)
+    if width > 1:
+        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
+                 for k in range(0, count, width)]
+        return loads, [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
+    return [], [f"{src}[{first}{f' + {k}' if k else ''}]" for k in range(count)]
+
+
 def fold_items(
     spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
     count: int | None = None, vector: int = 1, accs: bool = False,
@@ -149,19 +165,15 @@ def fold_items(
 
     With ``end`` given, items at or past ``end`` are skipped (the caller ensures
     ``first < end``, so ``dst`` always holds at least one element). Without it the
-    items are read ``vector`` at a time with ``vloadN`` (``first`` must then be a
-    multiple of ``vector``, and ``src`` aligned: only the kernel input qualifies).
-    ``accs``: ``src`` holds accumulator values (:func:`element`).
+    items are read ``vector`` at a time (:func:`load_items`). ``accs``: ``src``
+    holds accumulator values (:func:`element`).
     """
     count = spec.items if count is None else count
     width = min(vector, count) if end is None and not accs else 1
+    loads, values = load_items(dst, first, src, count, width)
     index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
-    if width > 1:
-        loads = [f"{dst}_{k} = vload{width}({src}, {index[k]})" for k in range(0, count, width)]
-        value = [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
-    else:
-        loads, value = [], [None] * count
-    items = [element(spec, src, index[k], value[k], accs) for k in range(count)]
+    items = [element(spec, src, index[k], values[k] if width > 1 else None, accs)
+             for k in range(count)]
     lines = loads + [f"{dst} = {items[0]}"]
     for k in range(1, count):
         step = f"{dst} = {combine(dst, items[k])}"

@@ -66,6 +66,11 @@ class Options:
         if self.shared_factor == 2 and self.addressing == "interleaved":
             raise ValueError("interleaved addressing has one slot per thread")
 
+    @property
+    def items_multiple(self) -> int:
+        """Each of a thread's shared slots gets an equal run."""
+        return self.shared_factor
+
 
 def _log2(v: int) -> int:
     return v.bit_length() - 1

@@ -61,7 +61,7 @@ CASES = (
 #: variants whose values travel between lanes with shuffles
 SHUFFLE_VARIANTS = {
     "shuffle_tail", "warp_reduce", "items_per_thread", "warp_shuffle", "last_block",
-    "warp_shuffle_x2", "warp_shuffle_x4",
+    "warp_shuffle_x2", "warp_shuffle_x4", "pairwise",
 }
 
 _FIELDS = {
@@ -111,6 +111,8 @@ def declared_lds(spec, variant) -> int:
     acc = spec.acc_dtype.itemsize
     if variant.factory.__name__.endswith(".tree"):
         return spec.block * getattr(variant.options, "shared_factor", 1) * acc
+    if variant.factory.__name__.endswith(".pairwise"):  # a node and a stack per warp
+        return spec.warps * (1 + variant.factory.DEPTH) * acc
     return spec.warps * acc + (4 if getattr(variant.options, "last_block", False) else 0)
 
 

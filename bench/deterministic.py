@@ -1,0 +1,324 @@
+"""The error study and the cost of ``deterministic=True``.
+
+    python bench/deterministic.py run --out accuracy.json   # errors (GPU columns if one is present)
+    python bench/deterministic.py time --out timing.json    # the cost on a GPU
+    python bench/deterministic.py report accuracy.json [timing.json]   # tables into docs/
+
+    NUMBA_ENABLE_CUDASIM=0 python bench/deterministic.py all   # on a GPU machine: all three
+
+``run`` sums adversarial float32 data (:data:`DATASETS`, sizes 2**16..2**24) with a
+float32 left fold, NumPy's ``np.sum``, pyreduce's default and ``deterministic=True``
+(on the CPU; on the GPU too when there is one, where the deterministic result is
+also checked bit for bit against ``pyreduce.reference``) and CuPy's ``sum`` (GPU
+only), and records each one's error against the exact sum. The exact sum is
+computed in integers: a float32 is an integer times a power of two, and the
+integers are summed per power of two in int64, then combined with Python's
+unbounded integers.
+
+``time`` times float32 and float64 sums at 2**24 and 2**28 elements on the GPU
+(CUDA events around back-to-back calls writing into a preallocated device
+result): the default path against ``deterministic=True`` with its default items
+per thread and with 4, 8 and 16, and CuPy's ``sum`` where it is installed.
+
+``report`` writes ``docs/deterministic/accuracy.md`` and, from a timing file,
+``docs/deterministic/cost.md``; ``docs/deterministic.md`` includes both. ``all``
+runs the three, keeping the JSON next to the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+from fractions import Fraction
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import device_seconds  # noqa: E402
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "deterministic")
+SIZES = [2**k for k in range(16, 25, 2)]
+TIME_SIZES = [2**24, 2**28]
+TIME_ITEMS = [4, 8, 16]
+
+
+def _one_large(rng, n):
+    x = rng.random(n)
+    x[0] = 2.0**24  # its float32 ulp is 2: every later value below 1 is lost by a fold
+    return x
+
+
+def _sorted(rng, n):
+    return np.sort(rng.random(n))
+
+
+def _alternating(rng, n):
+    return (1 + rng.random(n)) * np.where(np.arange(n) % 2, -1.0, 1.0)
+
+
+def _offset(rng, n):
+    return rng.standard_normal(n) + 1e3
+
+
+#: name -> generator of float64 values, rounded to float32 by :func:`make`
+DATASETS = {
+    "one large, then small": _one_large,
+    "sorted ascending": _sorted,
+    "alternating signs": _alternating,
+    "normal + 1e3": _offset,
+}
+
+
+def make(kind: str, n: int, seed: int = 0) -> np.ndarray:
+    return DATASETS[kind](np.random.default_rng(seed), n).astype(np.float32)
+
+
+def exact_sum(x: np.ndarray) -> Fraction:
+    """The exact sum of float32 values: each is ``m * 2**e`` with an integer ``m`` of
+    at most 24 bits; the ``m`` are summed per ``e`` in int64 (no overflow below 2**39
+    elements), then combined exactly."""
+    m, e = np.frexp(x.astype(np.float64))
+    mant = (m * 2.0**24).astype(np.int64)
+    e = e.astype(np.int64) - 24
+    lo = int(e.min())
+    buckets = np.zeros(int(e.max()) - lo + 1, np.int64)
+    np.add.at(buckets, e - lo, mant)
+    total = sum(int(b) << k for k, b in enumerate(buckets.tolist()))
+    return Fraction(total) * Fraction(2) ** lo
+
+
+def left_fold():
+    """A float32 left fold, compiled: ``((x0 + x1) + x2) + ...``."""
+    from numba import njit
+
+    @njit
+    def fold(x):
+        acc = x[0]
+        for i in range(1, x.size):
+            acc = acc + x[i]
+        return acc
+
+    return fold
+
+
+def _gpu() -> bool:
+    import pyreduce
+
+    return "cuda" in pyreduce.available()
+
+
+def _meta() -> dict:
+    import numba
+
+    import pyreduce
+
+    meta = dict(date=datetime.date.today().isoformat(), machine=platform.machine(),
+                numpy=np.__version__, numba=numba.__version__, gpu=None)
+    if _gpu():
+        from numba import cuda
+
+        name = cuda.get_current_device().name
+        meta["gpu"] = name.decode() if isinstance(name, bytes) else name
+    meta["pyreduce"] = pyreduce.__version__
+    return meta
+
+
+def methods(gpu: bool) -> dict:
+    """name -> callable(host float32 array) -> float32 sum."""
+    import pyreduce
+
+    fold = left_fold()
+    found = {
+        "left fold": fold,
+        "np.sum": np.sum,
+        "pyreduce default (cpu)": lambda x: pyreduce.sum(x, backend="cpu"),
+        "pyreduce deterministic": lambda x: pyreduce.reference(x, "add"),
+    }
+    if gpu:
+        from numba import cuda
+
+        found["pyreduce default (cuda)"] = lambda x: pyreduce.sum(cuda.to_device(x))
+        found["pyreduce deterministic (cuda)"] = lambda x: pyreduce.sum(
+            cuda.to_device(x), deterministic=True)
+        try:
+            import cupy
+
+            found["cupy"] = lambda x: cupy.sum(cupy.asarray(x)).get()[()]
+        except ImportError:
+            print("(no CuPy: its column is left out)", flush=True)
+    return found
+
+
+def run(out: str, sizes=SIZES) -> dict:
+    from pyreduce.deterministic import rounding_depth
+
+    gpu = _gpu()
+    found = methods(gpu)
+    rows = []
+    for kind in DATASETS:
+        for n in sizes:
+            x = make(kind, n)
+            exact = exact_sum(x)
+            absolute = exact_sum(np.abs(x))
+            d, u = rounding_depth(n), Fraction(1, 2**24)
+            bound = d * u / (1 - d * u) * absolute  # the tree's error bound
+            scale = abs(exact) or absolute  # relative to the sum (never 0 here)
+            row = dict(data=kind, n=n, exact=float(exact), bound=float(bound / scale),
+                       errors={}, values={})
+            for name, fn in found.items():
+                value = np.float32(fn(x))
+                row["values"][name] = float(value)
+                row["errors"][name] = float(abs(Fraction(float(value)) - exact) / scale)
+            if gpu:  # the GPU's tree is the reference's, bit for bit
+                det = found["pyreduce deterministic (cuda)"](x)
+                row["cuda_equals_reference"] = det.tobytes() == \
+                    found["pyreduce deterministic"](x).tobytes()
+            rows.append(row)
+            print(f"{kind:24} 2**{n.bit_length() - 1}: " + ", ".join(
+                f"{k} {v:.1e}" for k, v in row["errors"].items()), flush=True)
+    result = dict(meta=_meta(), rows=rows)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def time_cost(out: str, sizes=TIME_SIZES) -> dict:
+    """Device time of the default path and of deterministic=True (GPU only)."""
+    from numba import cuda
+
+    import pyreduce
+
+    if not _gpu():
+        raise SystemExit("time needs a CUDA GPU (and NUMBA_ENABLE_CUDASIM unset or 0)")
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    rows = []
+    for dt in (np.float32, np.float64):
+        for n in sizes:
+            host = np.random.default_rng(n).standard_normal(n).astype(dt)
+            d = cuda.to_device(host)
+            res = cuda.device_array(1, dt)
+            reps = 20 if n <= 2**24 else 5
+            configs = {"default": {}, "deterministic": dict(deterministic=True)}
+            for items in TIME_ITEMS:
+                configs[f"deterministic i{items}"] = dict(deterministic=True,
+                                                          items_per_thread=items)
+            row = dict(dtype=np.dtype(dt).name, n=n, GBps={})
+            for name, kw in configs.items():
+                seconds = device_seconds(lambda: pyreduce.sum(d, out=res, **kw), reps=reps)
+                row["GBps"][name] = host.nbytes / seconds / 1e9
+            if cupy is not None:
+                c = cupy.asarray(host)
+                seconds = device_seconds(lambda: cupy.sum(c), reps=reps)
+                row["GBps"]["cupy"] = host.nbytes / seconds / 1e9
+            want = pyreduce.reference(host, "add").tobytes()
+            row["bitwise"] = all(
+                pyreduce.sum(d, deterministic=True, **kw).tobytes() == want
+                for kw in ({}, dict(items_per_thread=16, block_size=1024),
+                           dict(items_per_thread=4, block_size=128, max_blocks=7)))
+            plan = pyreduce.explain(d, "add", deterministic=True).plan
+            row["plan"] = f"{plan.spec.label}, grid {plan.grid}, {plan.passes} passes"
+            rows.append(row)
+            print(row, flush=True)
+    result = dict(meta=_meta(), rows=rows)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def _e(v: float) -> str:
+    return "0" if v == 0 else f"{v:.1e}"
+
+
+def accuracy_table(data: dict) -> list[str]:
+    meta, rows = data["meta"], data["rows"]
+    names = list(rows[0]["errors"])
+    where = (f"on {meta['gpu']} and its host" if meta["gpu"]
+             else f"on the host alone ({meta['machine']}, no GPU)")
+    out = [f"Measured {where}, {meta['date']} (numpy {meta['numpy']}, numba "
+           f"{meta['numba']}). Relative error of the float32 sum against the exact "
+           f"sum; *bound*: the tree's bound `d u / (1 - d u) * sum(|x|) / |sum(x)|`.", ""]
+    for kind in dict.fromkeys(r["data"] for r in rows):
+        out += [f"#### {kind}", "", "| n | " + " | ".join(names) + " | bound |",
+                "|---|" + "---|" * (len(names) + 1)]
+        for r in rows:
+            if r["data"] == kind:
+                out.append(f"| 2**{r['n'].bit_length() - 1} | "
+                           + " | ".join(_e(r["errors"][k]) for k in names)
+                           + f" | {_e(r['bound'])} |")
+        out.append("")
+    checked = [r["cuda_equals_reference"] for r in rows if "cuda_equals_reference" in r]
+    if checked:
+        out += [f"The GPU's deterministic sums equal `pyreduce.reference` bit for bit: "
+                f"{sum(checked)} of {len(checked)}.", ""]
+    return out
+
+
+def cost_table(data: dict) -> list[str]:
+    meta, rows = data["meta"], data["rows"]
+    names = list(rows[0]["GBps"])
+    out = [f"Measured on {meta['gpu']}, {meta['date']} (numba {meta['numba']}): GB/s of "
+           f"input over device time, sums written to a preallocated device result. "
+           f"*cost*: the deterministic default's time over the default path's, minus one.",
+           "", "| dtype | n | " + " | ".join(names) + " | cost | bitwise | plan |",
+           "|---|---|" + "---|" * (len(names) + 3)]
+    for r in rows:
+        cost = r["GBps"]["default"] / r["GBps"]["deterministic"] - 1
+        out.append(f"| {r['dtype']} | 2**{r['n'].bit_length() - 1} | "
+                   + " | ".join(f"{r['GBps'][k]:.0f}" for k in names)
+                   + f" | {cost:+.1%} | {'yes' if r['bitwise'] else 'NO'} | {r['plan']} |")
+    return out + [""]
+
+
+def report(accuracy: str, timing: str | None = None, docs: str = DOCS) -> None:
+    os.makedirs(docs, exist_ok=True)
+    with open(accuracy) as f:
+        text = "\n".join(accuracy_table(json.load(f)))
+    with open(os.path.join(docs, "accuracy.md"), "w") as f:
+        f.write(text)
+    if timing:
+        with open(timing) as f:
+            text = "\n".join(cost_table(json.load(f)))
+        with open(os.path.join(docs, "cost.md"), "w") as f:
+            f.write(text)
+    print(f"wrote {docs}/accuracy.md" + (" and cost.md" if timing else ""))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    r.add_argument("--max-log2", type=int, default=24)
+    t = sub.add_parser("time")
+    t.add_argument("--out", required=True)
+    g = sub.add_parser("report")
+    g.add_argument("accuracy")
+    g.add_argument("timing", nargs="?")
+    sub.add_parser("all")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        run(args.out, [n for n in SIZES if n <= 2**args.max_log2])
+    elif args.cmd == "time":
+        time_cost(args.out)
+    elif args.cmd == "report":
+        report(args.accuracy, args.timing)
+    else:
+        os.makedirs(DOCS, exist_ok=True)
+        accuracy = os.path.join(DOCS, "accuracy.json")
+        timing = os.path.join(DOCS, "timing.json") if _gpu() else None
+        run(accuracy)
+        if timing:
+            time_cost(timing)
+        report(accuracy, timing)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
