@@ -20,7 +20,8 @@ import dataclasses
 
 from ..codegen import render
 from ..spec import KernelSpec
-from ._blocks import combine, fold_items, snippet, warp_reduce
+from ._blocks import block_fold, snippet
+
 
 @dataclasses.dataclass(frozen=True)
 class Options:
@@ -28,87 +29,6 @@ class Options:
     #: warp tiles loaded per loop iteration before any is reduced: more bytes in
     #: flight per warp, and independent shuffle chains to overlap
     tiles: int = 1
-
-
-def _multi_tile(spec: KernelSpec, dialect, src: str, tiles: int, vector: int) -> str:
-    """A loop over ``tiles`` warp tiles at a time: all loads first, then the
-    reductions, then the tiles folded into ``acc`` in order."""
-    w, i = spec.warp, spec.items
-    loads, reduces, folds = [], [], []
-    for u in range(tiles):
-        loads.append(f"i = base + {u * w * i} + lane * {i}")
-        loads.append(fold_items(spec, f"t{u}", "i", None, src, vector=vector))
-        reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
-        first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
-            else f"acc = {combine('acc', f't{u}')}"
-        folds.append(first)
-    body = "\n".join(loads + reduces + folds) + f"\nhave = True\nbase += {tiles * w * i}"
-    return f"while base + {tiles * w * i} <= end:\n" + snippet(body, 1)
-
-
-def _block_result(
-    spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
-    vector: int = 1,
-) -> str:
-    """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
-    ``n``) in ``v`` of thread 0. Uses locals ``tid``, ``lane``, ``warp``, ``partials``.
-    Full warp tiles are read ``vector`` elements at a time."""
-    w, i = spec.warp, spec.items
-    return render(
-        """
-        bend = min(${bstart} + ${chunk}, ${n})
-        wchunk = ${chunk} // ${NW}
-        start = ${bstart} + warp * wchunk
-        end = min(start + wchunk, bend)
-        acc = acc_t(0)
-        have = False
-        base = start
-        ${multi}
-        while base + ${WTILE} <= end:
-            i = base + lane * ${I}
-        ${fold_full}
-        ${reduce_full}
-            if have:
-                acc = ${combine_acc}
-            else:
-                acc = v
-            have = True
-            base += ${WTILE}
-        if base < end:
-            i = base + lane * ${I}
-            v = acc_t(0)
-            if i < end:
-        ${fold_tail}
-            lanes = (end - base + ${I1}) // ${I}
-        ${reduce_tail}
-            if have:
-                acc = ${combine_acc}
-            else:
-                acc = v
-        if lane == 0:
-            partials[warp] = acc
-        ${sync}
-        v = acc_t(0)
-        if warp == 0:
-            # warps holding data form a prefix of the block
-            used = min((bend - ${bstart} + wchunk - 1) // wchunk, ${NW})
-            if lane < used:
-                v = partials[lane]
-        ${reduce_warps}
-        """,
-        src=src, n=n, bstart=bstart, chunk=chunk,
-        multi=_multi_tile(spec, dialect, src, tiles, vector) if tiles > 1 else "",
-        W=w, I=i, I1=i - 1, NW=spec.warps, WTILE=w * i,
-        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector), 1),
-        reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
-        combine_acc=combine("acc", "v"),
-        fold_tail=snippet(fold_items(spec, "v", "i", "end", src), 2),
-        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
-        sync=dialect.syncthreads(),
-        reduce_warps=snippet(
-            "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0
-        ),
-    )
 
 
 def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
@@ -128,8 +48,8 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         tid=dialect.thread_idx(),
         W=spec.warp,
         shared=dialect.shared_array(spec.warps),
-        body=snippet(_block_result(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
-                                   "chunk", options.tiles, spec.vector), 1),
+        body=snippet(block_fold(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
+                                "chunk", options.tiles, spec.vector), 1),
     )
     if not options.last_block:
         return head + snippet(f"if tid == 0:\n    out[{dialect.block_idx()}] = v", 1) + "\n"
@@ -158,6 +78,6 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         grid=dialect.grid_dim(),
         sync=dialect.syncthreads(),
         TILE=spec.tile, TILE1=spec.tile - 1,
-        body=snippet(_block_result(spec, dialect, "blocks", "count", "0", "chunk2"), 1),
+        body=snippet(block_fold(spec, dialect, "blocks", "count", "0", "chunk2"), 1),
     )
     return head + snippet(finish, 1) + "\n"
