@@ -5,7 +5,7 @@
 5.0
 """
 
-from .api import Reduce, max, min, nanmax, nanmin, prod, reduce, sum
+from .api import Reduce, max, min, nanmax, nanmin, prod, reduce, segmented_reduce, sum
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .explain import Explanation, explain
@@ -13,7 +13,7 @@ from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
-    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "Reduce",
+    "reduce", "sum", "prod", "max", "min", "nanmax", "nanmin", "segmented_reduce", "Reduce",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear",
 ]
@@ -38,8 +38,9 @@ def cache_info():
 
 def cache_clear():
     """Forget every built kernel and compiled operator, and the plans that hold them."""
-    from . import driver, planner
+    from . import batch, driver, planner
 
     _KERNELS.clear()
     planner.clear_plans()
+    batch.clear_plans()
     driver.schedule.cache_clear()

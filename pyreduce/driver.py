@@ -10,8 +10,9 @@ An ``initial`` value is placed in front of the first partials, so it is combined
 exactly once, on the left, on the device: ``op(initial, op(p0, p1, ...))``, which
 is what ``functools.reduce(op, x, initial)`` computes. The input is only ever read.
 
-Per call only two arguments change: the input and, with ``device_result``, the
-output. Everything else (kernels, grids, scratch) is fixed for a plan, so an
+Per call only the placeholders change: the input, the output (the caller's
+buffer, or the workspace's result slot) and, for segmented reductions, the
+offsets. Everything else (kernels, grids, scratch) is fixed for a plan, so an
 :class:`Executable` holds the kernels and a pool of *workspaces*: the scratch of
 one call, with each launch prepared against it by the backend
 (``backend.prepare``). A call checks a workspace out of the pool of its stream,
@@ -29,10 +30,11 @@ import numpy as np
 
 from .spec import KernelSpec
 
-__all__ = ["INPUT", "OUTPUT", "Ref", "Step", "Schedule", "schedule", "Executable"]
+__all__ = ["INPUT", "OUTPUT", "OFFSETS", "Ref", "Step", "Schedule", "schedule", "Executable"]
 
-#: Argument placeholders for the call's input array and result buffer.
-INPUT, OUTPUT = "input", "output"
+#: Argument placeholders for the call's input array, its result buffer and the
+#: segment offsets of a segmented reduction.
+INPUT, OUTPUT, OFFSETS = "input", "output", "offsets"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,8 @@ class Ref:
 @dataclasses.dataclass(frozen=True)
 class Step:
     """One launch: ``kernel(spec)[grid, spec.block](*args)``; an argument is
-    :data:`INPUT`, :data:`OUTPUT`, a :class:`Ref` or an int."""
+    :data:`INPUT`, :data:`OUTPUT`, :data:`OFFSETS`, a :class:`Ref` or an int.
+    ``spec`` is a ``KernelSpec`` or a ``BatchSpec``."""
 
     spec: KernelSpec
     grid: int
@@ -57,11 +60,14 @@ class Step:
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     """``buffers``: name -> (elements, dtype, zeroed) of each scratch buffer.
-    ``initial``: where an initial value goes (None without one)."""
+    ``initial``: where an initial value goes (None without one). ``outputs``:
+    None for a reduction to one value (read back as a scalar), else the number
+    of elements the last step writes to :data:`OUTPUT` (read back as an array)."""
 
     buffers: tuple
     steps: tuple
     initial: Ref | None
+    outputs: int | None = None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -91,12 +97,15 @@ def schedule(plan) -> Schedule:
 
 
 class Executable:
-    """A plan's kernels and its pools of prepared workspaces, for one backend."""
+    """A plan's kernels and its pools of prepared workspaces, for one backend. A
+    plan either knows its schedule (``plan.schedule``: the batched reductions of
+    :mod:`pyreduce.batch`) or is a 1-D :class:`~pyreduce.planner.Plan`, laid out
+    by :func:`schedule`."""
 
     def __init__(self, backend, plan, monoid, device):
         self.backend = backend
         self.plan = plan
-        self.schedule = schedule(plan)
+        self.schedule = getattr(plan, "schedule", None) or schedule(plan)
         self.kernels = {step.spec: backend.kernel(step.spec, monoid, device)
                         for step in self.schedule.steps}
         self._pools: dict = {}
@@ -112,13 +121,17 @@ class Executable:
             be = self.backend
             buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
                        for name, count, dt, zeroed in self.schedule.buffers}
-            buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype)
+            outputs = self.schedule.outputs
+            buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype,
+                                                   1 if outputs is None else outputs)
             steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
             return pool, Workspace(buffers, steps)
 
-    def __call__(self, flat, stream, initial=None, out=None):
-        """Reduce the flat device array ``flat``: into ``out`` (a device array of one
-        element) if given, else return the value as a NumPy scalar."""
+    def __call__(self, flat, stream, initial=None, out=None, offsets=None):
+        """Reduce the flat device array ``flat``: into ``out`` (a device buffer of
+        the plan's outputs) if given, else return the value as a NumPy scalar (an
+        array of ``schedule.outputs`` elements for a batched plan). ``offsets``
+        fills :data:`OFFSETS`."""
         be = self.backend
         pool = ws = None
         with be.launch_context(self.plan.spec.warp):
@@ -130,8 +143,12 @@ class Executable:
                                  initial, stream)
                 dst = ws.buffers["result"] if out is None else out
                 for step in ws.steps:
-                    step(flat, dst, stream)
-                return be.read_value(dst, stream) if out is None else None
+                    step(flat, dst, stream, offsets)
+                if out is not None:
+                    return None
+                if self.schedule.outputs is None:
+                    return be.read_value(dst, stream)
+                return be.read_array(dst, self.schedule.outputs, stream)
             except Exception as exc:
                 err = typing_error(exc, self.plan.spec)
                 if err is not None:
@@ -145,10 +162,10 @@ class Executable:
 @dataclasses.dataclass
 class Workspace:
     buffers: dict
-    steps: list  # callables (input, output, stream) from backend.prepare
+    steps: list  # callables (input, output, stream, offsets) from backend.prepare
 
 
-def resolve(backend, args, buffers, flat, out) -> tuple:
+def resolve(backend, args, buffers, flat, out, offsets=None) -> tuple:
     """The launch arguments of a step with its placeholders filled in."""
     found = []
     for a in args:
@@ -156,6 +173,8 @@ def resolve(backend, args, buffers, flat, out) -> tuple:
             a = flat
         elif a is OUTPUT:
             a = out
+        elif a is OFFSETS:
+            a = offsets
         elif isinstance(a, Ref):
             a = backend.slice(buffers[a.buffer], a.start, a.stop)
         found.append(a)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..codegen import indent, render
 from ..spec import KernelSpec
 
-__all__ = ["combine", "fold_items", "warp_reduce", "block_range", "warp_fold", "block_fold"]
+__all__ = ["combine", "load_items", "fold_items", "warp_reduce", "block_range", "warp_fold", "block_fold"]
 
 
 def combine(a: str, b: str) -> str:
@@ -34,6 +34,23 @@ def block_range(dialect) -> str:
     """
 
 
+def load_items(dst: str, first: str, count: int, vector: int = 1, src: str = "x",
+               at=None) -> tuple[list, list]:
+    """``(lines, items)``: the statements loading ``src[first : first + count]``
+    and the expression of each item. With ``vector > 1`` they are read ``vector``
+    at a time with ``vloadN`` into locals ``{dst}_{k}`` (``first`` must then be a
+    multiple of ``vector``, and ``src`` aligned: only the kernel input
+    qualifies); otherwise each item is its own load, ``at(index)`` (default
+    ``src[index]``)."""
+    if at is None:
+        at = f"{src}[{{}}]".format
+    if vector > 1:
+        lines = [f"{dst}_{k} = vload{vector}({src}, {first}{f' + {k}' if k else ''})"
+                 for k in range(0, count, vector)]
+        return lines, [f"{dst}_{k - k % vector}[{k % vector}]" for k in range(count)]
+    return [], [at(f"{first}{f' + {k}' if k else ''}") for k in range(count)]
+
+
 def fold_items(
     spec, dst: str, first: str, end: str | None, src: str = "x",
     count: int | None = None, vector: int = 1, at=None,
@@ -43,23 +60,13 @@ def fold_items(
 
     With ``end`` given, items at or past ``end`` are skipped (the caller ensures
     ``first < end``, so ``dst`` always holds at least one element). Without it the
-    items are read ``vector`` at a time with ``vloadN`` (``first`` must then be a
-    multiple of ``vector``, and ``src`` aligned: only the kernel input qualifies).
-    ``at`` maps an index expression to the expression loading that element, for
-    inputs not addressed as ``src[index]`` (a strided row); it reads one element
-    at a time.
+    items are read ``vector`` at a time (:func:`load_items`). ``at`` maps an
+    index expression to the expression loading that element, for inputs not
+    addressed as ``src[index]`` (a strided row); it reads one element at a time.
     """
     count = spec.items if count is None else count
     width = min(vector, count) if end is None and at is None else 1
-    if at is None:
-        at = f"{src}[{{}}]".format
-    if width > 1:
-        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
-                 for k in range(0, count, width)]
-        item = [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
-    else:
-        loads = []
-        item = [at(f"{first}{f' + {k}' if k else ''}") for k in range(count)]
+    loads, item = load_items(dst, first, count, width, src, at)
     lines = loads + [f"{dst} = acc_t({item[0]})"]
     for k in range(1, count):
         step = f"{dst} = {combine(dst, f'acc_t({item[k]})')}"
