@@ -154,7 +154,7 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
     # every axis kept with extent 1: an array, which stays where the input is
-    on_device = info.on_device and call.backend.name != "cpu"
+    on_device = info.on_device and call.backend.name != "cpu" and out is None
     return call.run(device_result or on_device, out, shape=(1,) * ndim)
 
 

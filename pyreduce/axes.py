@@ -76,7 +76,10 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     elif not isinstance(axis, (int, np.integer)):
         # NumPy's own message for a float, a list, a string
         operator.index(axis)
-    return tuple(sorted(_normalize_axis_tuple(axis, ndim)))
+    axes = _normalize_axis_tuple(axis, ndim, allow_duplicate=True)
+    if len(set(axes)) < len(axes):
+        raise ValueError("duplicate value in 'axis'")  # what np.sum says
+    return tuple(sorted(axes))
 
 
 def result_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
