@@ -106,6 +106,14 @@ class Executable:
         self.backend = backend
         self.plan = plan
         self.schedule = getattr(plan, "schedule", None) or schedule(plan)
+        ref = self.schedule.initial
+        # Where no kernel writes the initial value's buffer, a value written once
+        # stays: a workspace rewrites it only when the call's value differs (a
+        # segmented reduction passes its constant identity on every call).
+        self._initial_kept = ref is not None and all(
+            a == ref or not (isinstance(a, Ref) and a.buffer == ref.buffer)
+            for step in self.schedule.steps for a in step.args
+        )
         self.kernels = {step.spec: backend.kernel(step.spec, monoid, device)
                         for step in self.schedule.steps}
         self._pools: dict = {}
@@ -139,8 +147,11 @@ class Executable:
                 pool, ws = self._workspace(stream)  # may compile: typing errors here
                 if initial is not None:
                     ref = self.schedule.initial
-                    be.put_value(be.slice(ws.buffers[ref.buffer], ref.start, ref.stop),
-                                 initial, stream)
+                    bits = np.asarray(initial, self.plan.spec.acc_dtype).tobytes()
+                    if not (self._initial_kept and ws.initial == bits):
+                        be.put_value(be.slice(ws.buffers[ref.buffer], ref.start, ref.stop),
+                                     initial, stream)
+                        ws.initial = bits
                 dst = ws.buffers["result"] if out is None else out
                 for step in ws.steps:
                     step(flat, dst, stream, offsets)
@@ -163,6 +174,7 @@ class Executable:
 class Workspace:
     buffers: dict
     steps: list  # callables (input, output, stream, offsets) from backend.prepare
+    initial: bytes | None = None  # the initial value last written, where it is kept
 
 
 def resolve(backend, args, buffers, flat, out, offsets=None) -> tuple:

@@ -27,7 +27,8 @@ from .batch import plan_segments, plan_strided
 from .interop import inspect
 from .ops import Monoid, cast_value
 
-__all__ = ["Result", "reduce_axes", "reduce_segments", "device_layout"]
+__all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_segments",
+           "device_layout"]
 
 
 class Result:
@@ -121,9 +122,22 @@ def _c_strides(shape, itemsize) -> tuple:
     return tuple(itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
 
 
-def reduce_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
-                tuning, stream, device_result: bool, out):
-    """Reduce ``axes`` (normalised, not all of them) of the inspected input."""
+class Batched:
+    """A reduction to many values with every decision taken: the backend and, on
+    a GPU backend with work to do, the device and the
+    :class:`~pyreduce.batch.BatchPlan`. ``run()`` performs it;
+    :func:`pyreduce.explain` reads it."""
+
+    def __init__(self, backend, run, device=None, plan=None, monoid=None):
+        self.backend, self.run, self.device, self.plan = backend, run, device, plan
+        self.monoid = monoid
+
+
+def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
+                 tuning, stream, device_result: bool, out) -> Batched:
+    """Plan the reduction of ``axes`` (normalised, not all of them) of the
+    inspected input (nothing runs before ``run()``, except a device input's
+    gather)."""
     if initial is not None:
         initial = cast_value(initial, monoid.dtype, "initial")
     be = backends.get(backend_name, on_device=info.on_device)
@@ -133,16 +147,24 @@ def reduce_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, back
                     device_result, stream)
     K = math.prod(shape[a] for a in axes)
     if K == 0:  # NumPy raises here even when there are no outputs
-        return result.fill(initial if initial is not None else monoid.empty_result())
+        value = initial if initial is not None else monoid.empty_result()
+        return Batched(be, lambda: result.fill(value))
     if info.size == 0:
-        return result.fill(0)
+        return Batched(be, lambda: result.fill(0))
     if be.name == "cpu":
-        return result.host(be.reduce_axes(_host_input(info), monoid, axes, initial))
+        return Batched(be, lambda: result.host(
+            be.reduce_axes(_host_input(info), monoid, axes, initial)))
     device = be.device(tuning.warp_size)
     src, d = device_layout(be, info, axes, stream)
     plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning,
                         initial is not None, be.alignment(src))
-    return result.launch(be.executable(plan, monoid, device), src, initial)
+    return Batched(be, lambda: result.launch(be.executable(plan, monoid, device), src, initial),
+                   device, plan, monoid)
+
+
+def reduce_axes(*args) -> object:
+    """:func:`prepare_axes` and run."""
+    return prepare_axes(*args).run()
 
 
 def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning, stream,

@@ -15,7 +15,6 @@ threads), so one count says what may be combined.
 from __future__ import annotations
 
 from ..codegen import indent, render
-from ..spec import KernelSpec
 
 __all__ = ["combine", "load_items", "fold_items", "warp_reduce", "block_range", "warp_fold", "block_fold"]
 
