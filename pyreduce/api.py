@@ -364,13 +364,22 @@ def segmented_reduce(
             segment, so no offsets make a kernel read outside ``x``. Where an
             empty segment would have no value (an op without identity and no
             ``initial``), device offsets are copied to the host and checked.
-        op, identity, dtype, check: as for ``reduce``.
+        op: as for ``reduce``.
+        identity: as for ``reduce``; also the result of an empty segment.
         initial: combined once, on the left, into every segment's result.
-        out, device_result, backend, stream: as for ``reduce``; the result is a
-            device array of ``x``'s library when ``x`` is on the device.
-        block_size, items_per_thread, warp_size, max_blocks: tune the GPU
-            kernels (``max_blocks``: the grid a few long segments may be split
-            over).
+        dtype: the accumulator and result dtype, as for ``reduce``.
+        out: an array of ``S`` elements and the result's dtype to write into,
+            returned (a NumPy array, or a device array on a GPU backend).
+        backend: as for ``reduce``.
+        device_result: return a device array even for a host ``x`` (GPU
+            backends); a device ``x`` always gives one, of its own library.
+        stream: as for ``reduce``.
+        block_size: threads per block of the GPU kernels (``None``: the
+            planner's choice).
+        items_per_thread: elements each thread folds per step.
+        warp_size: as for ``reduce``.
+        max_blocks: the grid that a few long segments may be split over.
+        check: as for ``reduce``.
 
     Returns:
         An array of ``S`` results of the accumulator dtype. An empty segment's
