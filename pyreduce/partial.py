@@ -28,7 +28,7 @@ from .interop import inspect
 from .ops import Monoid, cast_value
 
 __all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_segments",
-           "device_layout"]
+           "device_layout", "validate_offsets"]
 
 
 class Result:
@@ -80,11 +80,9 @@ class Result:
 
 
 def _to_host(device_array) -> np.ndarray:
-    if hasattr(device_array, "copy_to_host"):  # Numba's (and the simulator's) arrays
-        return device_array.copy_to_host()
-    from numba import cuda
+    from .api import _to_host as to_host  # late: api imports this module
 
-    return cuda.as_cuda_array(device_array).copy_to_host()
+    return to_host(device_array)
 
 
 def _host_input(info) -> np.ndarray:
@@ -171,8 +169,6 @@ def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning
                     device_result: bool, out):
     """``x[offsets[i] : offsets[i + 1]]`` reduced for every ``i`` (see
     :func:`pyreduce.segmented_reduce`)."""
-    from .backends.cpu_batch import validate_offsets
-
     if len(info.shape) != 1:
         raise ValueError(f"segmented_reduce needs a 1-D x, got shape {tuple(info.shape)}")
     if initial is not None:
@@ -184,20 +180,7 @@ def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning
                          f"(at least one), got shape {tuple(off_info.shape)}")
     has_identity = monoid.identity is not None and monoid.empty_ok
     empty = initial if initial is not None else monoid.identity if has_identity else None
-    host_offsets = None
-    if not off_info.on_device:
-        host_offsets = validate_offsets(off_info.host, n)
-    elif off_info.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-        raise TypeError(f"device offsets must be int32 or int64, got {off_info.dtype}")
-    elif empty is None:  # an empty segment would have no value: look at them
-        host_offsets = validate_offsets(_to_host(off_info.device), n)
-    if empty is None and host_offsets is not None:
-        lengths = np.diff(host_offsets)
-        if (lengths == 0).any():
-            i = int(np.flatnonzero(lengths == 0)[0])
-            monoid_name = monoid.name
-            raise ValueError(f"segment {i} is empty and op {monoid_name!r} has no identity; "
-                             "pass identity= (or initial=) to define its result")
+    host_offsets = _checked_offsets(off_info, n, empty, monoid)
     be = backends.get(backend_name, on_device=info.on_device or off_info.on_device)
     stream = be.launch_stream(stream, info)
     S = off_info.size - 1
@@ -218,3 +201,47 @@ def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning
     device_offsets = be.offsets_input(host_offsets if host_offsets is not None
                                       else off_info.device, stream)
     return result.launch(be.executable(plan, monoid, device), flat, empty, device_offsets)
+
+
+def _checked_offsets(off_info, n: int, empty, monoid: Monoid) -> np.ndarray | None:
+    """The offsets on the host, validated, where they are there or must be
+    looked at (an empty segment would have no value: ``empty`` is None); None
+    for device offsets used as they are."""
+    if not off_info.on_device:
+        host_offsets = validate_offsets(off_info.host, n)
+    elif off_info.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise TypeError(f"device offsets must be int32 or int64, got {off_info.dtype}")
+    elif empty is None:
+        host_offsets = validate_offsets(_to_host(off_info.device), n)
+    else:
+        return None
+    if empty is None:
+        lengths = np.diff(host_offsets)
+        if (lengths == 0).any():
+            i = int(np.flatnonzero(lengths == 0)[0])
+            raise ValueError(f"segment {i} is empty and op {monoid.name!r} has no identity; "
+                             "pass identity= (or initial=) to define its result")
+    return host_offsets
+
+
+def validate_offsets(offsets: np.ndarray, n: int) -> np.ndarray:
+    """Host ``offsets`` as int64, checked: 1-D integers, at least one, within
+    ``[0, n]``, never decreasing. ValueError names the first that is not."""
+    if offsets.ndim != 1 or offsets.size < 1:
+        raise ValueError(f"offsets must be a 1-D array of S + 1 segment boundaries "
+                         f"(at least one), got shape {offsets.shape}")
+    if offsets.dtype.kind not in "iu":
+        raise TypeError(f"offsets must be integers, got dtype {offsets.dtype}")
+    if offsets.dtype.kind == "u" and offsets.size and offsets.max() > np.iinfo(np.int64).max:
+        raise ValueError("offsets do not fit in int64")
+    off = offsets.astype(np.int64)
+    bad = np.flatnonzero((off < 0) | (off > n))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"offsets must lie in [0, len(x)] = [0, {n}]: offsets[{i}] = {off[i]}")
+    bad = np.flatnonzero(off[1:] < off[:-1])
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"offsets must not decrease: offsets[{i}] = {off[i]} > "
+                         f"offsets[{i + 1}] = {off[i + 1]}")
+    return off

@@ -25,7 +25,7 @@ from ..codegen import compile_module, render
 from .cpu import PARALLEL_MIN, UFUNCS
 from .opcheck import njit_op
 
-__all__ = ["reduce_axes", "reduce_segments", "validate_offsets"]
+__all__ = ["reduce_axes", "reduce_segments"]
 
 _SOURCE = """
 @njit(nogil=True)
@@ -151,26 +151,3 @@ def reduce_segments(cpu, x: np.ndarray, offsets: np.ndarray, monoid, initial,
     _run(cpu, _loops(cpu, monoid)["segments"], _ranges(cpu, S, x.size), x, offsets, filled)
     out[nonempty] = _with_initial(cpu, monoid, filled[nonempty], initial)
     return out
-
-
-def validate_offsets(offsets: np.ndarray, n: int) -> np.ndarray:
-    """Host ``offsets`` as int64, checked: 1-D integers, at least one, within
-    ``[0, n]``, never decreasing. ValueError names the first that is not."""
-    if offsets.ndim != 1 or offsets.size < 1:
-        raise ValueError(f"offsets must be a 1-D array of S + 1 segment boundaries "
-                         f"(at least one), got shape {offsets.shape}")
-    if offsets.dtype.kind not in "iu":
-        raise TypeError(f"offsets must be integers, got dtype {offsets.dtype}")
-    if offsets.dtype.kind == "u" and offsets.size and offsets.max() > np.iinfo(np.int64).max:
-        raise ValueError("offsets do not fit in int64")
-    off = offsets.astype(np.int64)
-    bad = np.flatnonzero((off < 0) | (off > n))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"offsets must lie in [0, len(x)] = [0, {n}]: offsets[{i}] = {off[i]}")
-    bad = np.flatnonzero(off[1:] < off[:-1])
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"offsets must not decrease: offsets[{i}] = {off[i]} > "
-                         f"offsets[{i + 1}] = {off[i + 1]}")
-    return off
