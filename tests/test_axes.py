@@ -279,6 +279,9 @@ def test_device_results(gpu_backend):
     transposed_out = to_device(np.zeros((10, 5), np.int64)).T  # (5, 10), not C-contiguous
     with pytest.raises(ValueError, match="C-contiguous"):
         pyreduce.sum(cube, axis=0, out=transposed_out, backend=gpu_backend)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        pyreduce.sum(d, axis=0, out=to_device(np.zeros(100, np.int64))[::2],
+                     backend=gpu_backend)
 
 
 def _host(a):

@@ -254,9 +254,9 @@ class GeneratedBackend:
         check_out(out.shape, np.dtype(out.dtype), dtype, shape)
         if shape is None:
             return out.reshape(1)
-        if out.ndim > 1 and not out.is_c_contiguous():
-            raise ValueError("out= must be C-contiguous (or 1-D) to be written in place")
-        return out.reshape(out.size) if out.ndim != 1 else out
+        if not out.is_c_contiguous():
+            raise ValueError("out= must be C-contiguous to be written in place")
+        return out.reshape(out.size)
 
     def read_value(self, buf, stream):
         host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)

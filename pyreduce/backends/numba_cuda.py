@@ -273,8 +273,8 @@ class CudaBackend(NumbaCudaBackend):
         if shape is None:
             return DeviceView(fields.ptr, 1, dtype.itemsize, dtype, out)
         view = view_from(fields, out)
-        if view is None:
-            raise ValueError("out= must be C-contiguous (or 1-D) to be written in place")
+        if view is None or view.stride != dtype.itemsize:
+            raise ValueError("out= must be C-contiguous to be written in place")
         return view
 
     def read_value(self, buf, stream):
