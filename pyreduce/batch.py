@@ -14,8 +14,8 @@ Which kernel (:mod:`pyreduce.variants.segments`, :mod:`pyreduce.variants.columns
 rows (the reduced elements of an output are one run, ``|ks| == 1``, or no
 layout is better)
     ``K <= THREAD_MAX``: a thread per row. Rows of at most two warp tiles, or of
-    at most ``WARP_TILES`` with enough rows to give every resident warp one: a
-    warp per row. Longer rows: a block per row; when there are fewer rows than
+    at most ``WARP_TILES`` when there are at least half as many rows as the GPU
+    holds warps at once: a warp per row. Longer rows: a block per row; when there are fewer rows than
     twice the blocks resident at once, each row is cut into parts, one block
     each, and a warp per row folds the parts' partials in a second launch.
 columns (the *outputs* are adjacent, ``si == 1``, the reduced elements are
