@@ -6,7 +6,8 @@ As a hook (``hooks:`` in ``mkdocs.yml``) it replaces every line of the form::
 
 in a page with a fenced code block holding the source that pyreduce generates
 *now* for NAME, so the docs can never show stale kernels. NAME is any variant in
-the registry (for :data:`SPEC`), ``cpu_streams``, ``cpu_lanes`` or ``gather_2d``.
+the registry (for :data:`SPEC`), ``cpu_streams``, ``cpu_lanes``, ``gather_2d`` or
+a batched kernel of :data:`BATCHED`.
 Two more markers::
 
     <!-- pyreduce-diff: A B -->          the unified diff from variant A to B
@@ -57,18 +58,39 @@ def variant(name: str) -> str:
     )
 
 
+#: Kernels of batched reductions (``axis=``, segments) shown in docs/axes.md:
+#: name -> ``BatchSpec`` fields beyond ``SPEC`` (4 items per thread).
+BATCHED = {
+    "batch_rows_warp": dict(family="segments", group="warp", vector=4),
+    "batch_rows_block_split": dict(family="segments", group="block", vector=4, split=True),
+    "batch_segments_thread": dict(family="segments", group="thread", source="offsets"),
+    "batch_segments_finish": dict(family="segments", group="warp", source="offsets",
+                                  finish=True, initial=True),
+    "batch_columns": dict(family="columns", vector=4),
+}
+
+
 def sources() -> dict[str, str]:
     """``{name: source}``: every kernel variant in the registry for ``SPEC``, the
-    two CPU folds and the N-D gather kernel (2-D)."""
+    two CPU folds, the N-D gather kernel (2-D) and the batched kernels of
+    :data:`BATCHED`."""
+    import numpy as np
+
     from pyreduce.backends.cpu import LANES, STREAMS, fold_source, lanes_source
     from pyreduce.backends.dialect import CUDA
     from pyreduce.flatten import gather_source
-    from pyreduce.variants import VARIANTS
+    from pyreduce.spec import BatchSpec
+    from pyreduce.variants import VARIANTS, generate
 
     out = {name: variant(name) for name in VARIANTS}
     out["cpu_streams"] = fold_source(f"pyreduce_cpu_streams_f4_s{STREAMS}", STREAMS)
     out["cpu_lanes"] = lanes_source(f"pyreduce_cpu_lanes_f4_l{LANES}", LANES)
     out["gather_2d"] = gather_source(2, CUDA)[1]
+    dt = np.dtype(SPEC["dtype"])
+    for name, fields in BATCHED.items():
+        spec = BatchSpec(in_dtype=dt, acc_dtype=dt, op_key="op", block=SPEC["block"],
+                         warp=SPEC["warp"], items=4, **fields)
+        out[name] = generate(spec, CUDA)[1]
     return {name: src.strip("\n") + "\n" for name, src in out.items()}
 
 

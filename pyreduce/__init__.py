@@ -8,7 +8,7 @@
 from . import tuning
 from .api import (
     Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
-    prod, reduce, std, sum, var,
+    prod, reduce, segmented_reduce, std, sum, var,
 )
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
@@ -19,7 +19,8 @@ from .variants import variant_source
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
-    "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod", "reference",
+    "segmented_reduce", "argmax", "argmin", "minmax", "mean", "var", "std", "nansum",
+    "nanprod", "reference",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "tuning",
 ]
@@ -44,8 +45,9 @@ def cache_info():
 
 def cache_clear():
     """Forget every built kernel and compiled operator, and the plans that hold them."""
-    from . import driver, planner
+    from . import batch, driver, planner
 
     _KERNELS.clear()
     planner.clear_plans()
+    batch.clear_plans()
     driver.schedule.cache_clear()

@@ -1,10 +1,12 @@
-"""The public calls: ``reduce``, the named reductions and ``Reduce``."""
+"""The public calls: ``reduce``, the named reductions, ``segmented_reduce`` and
+``Reduce``."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import backends, laws, structured
+from . import backends, laws, partial, structured
+from .axes import normalize_axes
 from .interop import inspect
 from .backends.base import check_out
 from .dtypes import bfloat16_to_float32, default_accumulator, is_bfloat16, is_tuple
@@ -14,7 +16,8 @@ from .variants import VARIANTS
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
-    "argmax", "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod",
+    "segmented_reduce", "argmax", "argmin", "minmax", "mean", "var", "std", "nansum",
+    "nanprod",
 ]
 
 
@@ -23,6 +26,8 @@ def reduce(
     op,
     identity=None,
     *,
+    axis=None,
+    keepdims: bool = False,
     map=None,
     initial=None,
     dtype=None,
@@ -39,11 +44,14 @@ def reduce(
     check: bool = False,
     deterministic: bool = False,
 ):
-    """Reduce every element of ``x`` with the associative operator ``op``.
+    """Reduce the elements of ``x`` with the associative operator ``op``: all of
+    them, or along ``axis``.
 
     The result equals ``functools.reduce(op, x.ravel(order="C"))`` with each step
     cast to the accumulator dtype; the order of the operands is kept, so ``op``
-    need not be commutative.
+    need not be commutative. With ``axis``, each element of the result is that
+    fold over the elements it covers, in C order of the reduced axes (the rows of
+    ``x.transpose(kept + reduced).reshape(M, K)``), with NumPy's result shapes.
 
     Args:
         x: a NumPy array, or a device array (CuPy, PyTorch, Numba: anything with
@@ -54,23 +62,34 @@ def reduce(
         identity: the value ``e`` with ``op(e, v) == op(v, e) == v``; returned for an
             empty input. Inferred for built-in ops, except that ``max``/``min`` of an
             empty array raise ValueError as in NumPy.
+        axis: ``None`` (default: every element, one value), an int or a tuple of
+            ints, negative ones counted from the end, as in NumPy (an axis out of
+            range is ``numpy.exceptions.AxisError``, a repeated one ValueError).
+            ``axis=()`` reduces nothing: each element is cast (and combined with
+            ``initial``) on its own.
+        keepdims: keep the reduced axes in the result, with extent 1.
         map: ``map(i, v)``, applied to element ``v`` at flat index ``i`` as it is
             loaded: what is reduced is ``map(i, x[i])``. It may return a tuple
             (a tuple accumulator: ``op`` then combines tuples, and ``identity``
             and the result are tuples), e.g. ``lambda i, v: (v, i)`` for an
             argmax. Without ``dtype=`` the accumulator is what ``map`` returns.
-        initial: a value combined once, on the left, like ``functools.reduce``'s.
+        initial: a value combined once, on the left, like ``functools.reduce``'s
+            (with ``axis``: once into each element of the result).
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
             the logical ops). Input values are cast to it as they are loaded. With
             ``map=``, a tuple of dtypes for a tuple accumulator.
         backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce[rocm]``; compiled
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
-        device_result: return the result as a 0-d device array instead of a NumPy
-            scalar (GPU backends): a CuPy array for a CuPy input, a PyTorch tensor
-            for a PyTorch one, a Numba device array otherwise.
-        out: an array of one element and the result's dtype to write the result
-            into, returned: a NumPy array, or a device array (GPU backends; written
-            on the device, with no allocation).
+        device_result: return the result on the device (GPU backends): a 0-d
+            device array instead of a NumPy scalar, or with ``axis`` a device array
+            of the result's shape even for a host input. A CuPy array for a CuPy
+            input, a PyTorch tensor for a PyTorch one, a Numba device array
+            otherwise. (With ``axis``, a device input's result is always such an
+            array.)
+        out: an array to write the result into, returned: for a reduction to one
+            value an array of one element, else one of the result's shape, of the
+            result's dtype. A NumPy array, or a device array (GPU backends; written
+            on the device, with no allocation; C-contiguous).
         stream: the CUDA stream to launch on: a Numba, CuPy or PyTorch stream or
             a handle. ``None`` (default): the stream the input's producer works on
             (CuPy's or PyTorch's current stream; the default stream otherwise),
@@ -98,7 +117,9 @@ def reduce(
             ValueError) and needs items per thread to be a multiple of 4.
 
     Returns:
-        A NumPy scalar of the accumulator dtype.
+        A NumPy scalar of the accumulator dtype when the result is one value (no
+        ``keepdims``); else an array of the result's shape: a NumPy array for a
+        host input, a device array of the input's library for a device input.
 
     Example:
         >>> import numpy as np, pyreduce
@@ -107,10 +128,15 @@ def reduce(
         2
         >>> float(pyreduce.reduce(np.arange(5.0), max, backend="cpu"))
         4.0
+        >>> m = np.array([[3, 0, 7], [0, 2, 0]])
+        >>> pyreduce.reduce(m, lambda a, b: b if b != 0 else a, axis=1, backend="cpu")
+        array([7, 2])
+        >>> pyreduce.reduce(m, "add", axis=0, keepdims=True, backend="cpu")
+        array([[3, 2, 7]])
     """
     return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
                    stream, variant, block_size, items_per_thread, warp_size, max_blocks,
-                   vector_loads, check, map, deterministic)
+                   vector_loads, check, map, deterministic, axis, keepdims)
 
 
 _DEFAULT_TUNING = Tuning()
@@ -134,10 +160,19 @@ def deterministic_variant(variant: str, deterministic) -> str:
     return DETERMINISTIC_VARIANT
 
 
+def _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
+            vector_loads) -> Tuning:
+    if (variant == "auto" and block_size is None and items_per_thread is None
+            and warp_size is None and max_blocks is None and vector_loads is None):
+        return _DEFAULT_TUNING
+    # checked here, whatever the backend and size, so a typo never passes silently
+    return Tuning(variant, block_size, items_per_thread, warp_size, max_blocks, vector_loads)
+
+
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             device_result=False, out=None, stream=None, variant="auto", block_size=None,
             items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
-            check=False, map=None, deterministic=False):
+            check=False, map=None, deterministic=False, axis=None, keepdims=False):
     """:func:`reduce` of an inspected input (the named reductions inspect first)."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
@@ -146,13 +181,32 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
         variant = deterministic_variant(variant, deterministic)
         if deterministic and is_tuple(monoid.dtype):
             raise ValueError("deterministic=True takes scalar accumulators, not tuples")
-    if (variant == "auto" and block_size is None and items_per_thread is None
-            and warp_size is None and max_blocks is None and vector_loads is None):
-        tuning = _DEFAULT_TUNING
-    else:  # checked here, whatever the backend and size, so a typo never passes silently
-        tuning = Tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
-                        vector_loads)
-    return prepare(info, monoid, initial, backend, tuning, stream).run(device_result, out)
+    tuning = _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
+                     vector_loads)
+    if axis is None and not keepdims:  # the common case first, untouched
+        return prepare(info, monoid, initial, backend, tuning, stream).run(device_result, out)
+    ndim = len(info.shape)
+    axes = normalize_axes(axis, ndim)
+    if len(axes) < ndim:
+        _axes_take(monoid, deterministic)
+        return partial.reduce_axes(info, monoid, axes, keepdims, initial, backend, tuning,
+                                   stream, device_result, out)
+    call = prepare(info, monoid, initial, backend, tuning, stream)
+    if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
+        return call.run(device_result, out)
+    # every axis kept with extent 1: an array, which stays where the input is
+    on_device = info.on_device and call.backend.name != "cpu" and out is None
+    return call.run(device_result or on_device, out, shape=(1,) * ndim)
+
+
+def _axes_take(monoid: Monoid, deterministic) -> None:
+    """What an ``axis=`` reduction's kernels (rows, columns, segments) do not take."""
+    if deterministic:
+        raise ValueError("deterministic=True reduces all elements to one value; with "
+                         "axis= the result depends on the kernels' layout")
+    if monoid.map is not None or is_tuple(monoid.dtype):
+        raise ValueError(f"{monoid.name}: axis= and segmented reductions take scalar ops "
+                         "without an element map (map=, argmax, mean, nansum, ...)")
 
 
 class Prepared:
@@ -170,12 +224,15 @@ class Prepared:
         #: compute pyreduce.deterministic's tree (the cpu backend too)
         self.fixed_tree = fixed_tree
 
-    def run(self, device_result: bool = False, out=None):
+    def run(self, device_result: bool = False, out=None, shape=None):
+        """The value: a NumPy scalar, a device array (``device_result``) or
+        ``out``. ``shape`` (all ones: ``keepdims``) makes the result an array of
+        that shape instead of a scalar or 0-d array, and ``out`` must have it."""
         be, monoid, stream = self.backend, self.monoid, self.stream
         if out is not None and device_result:
             raise ValueError("pass out= or device_result=True, not both")
         if isinstance(out, np.ndarray):  # a host array: the value, copied in
-            check_out(out.shape, out.dtype, monoid.dtype)
+            check_out(out.shape, out.dtype, monoid.dtype, shape)
             out[...] = self.run()
             return out
         user = buffer = None
@@ -187,25 +244,27 @@ class Prepared:
                 raise ValueError(f"{monoid.name} finishes its result on the host: "
                                  "device_result=True and a device out= do not apply")
             if out is not None:
-                user, buffer = out, be.out_buffer(out, monoid.dtype)
+                user, buffer = out, be.out_buffer(out, monoid.dtype, shape)
             else:
-                user, buffer = be.new_result(monoid.dtype, stream, self.info)
+                user, buffer = be.new_result(monoid.dtype, stream, self.info, shape or ())
         if self.info.size == 0:
             value = self.initial if self.initial is not None else monoid.empty_result()
-            if buffer is None:
-                return monoid.result(value)
-            be.put_value(buffer, value, stream)
-            return user
-        if be.name == "cpu":
+            if buffer is not None:
+                be.put_value(buffer, value, stream)
+                return user
+        elif be.name == "cpu":
             host = self.info.host if self.info.host is not None else _to_host(self.info)
             if is_bfloat16(self.info.dtype):  # the cpu backend folds float32
                 host = bfloat16_to_float32(host)
-            return monoid.result(be.reduce(host, monoid, self.initial, tree=self.fixed_tree))
-        run = be.executable(self.plan, monoid, self.device)
-        if buffer is None:
-            return monoid.result(run(self.flat, stream, self.initial))
-        run(self.flat, stream, self.initial, buffer)
-        return user
+            value = be.reduce(host, monoid, self.initial, tree=self.fixed_tree)
+        else:
+            run = be.executable(self.plan, monoid, self.device)
+            if buffer is not None:
+                run(self.flat, stream, self.initial, buffer)
+                return user
+            value = run(self.flat, stream, self.initial)
+        value = monoid.result(value)
+        return value if shape is None else np.full(shape, value, dtype=monoid.dtype)
 
 
 def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prepared:
@@ -247,14 +306,11 @@ def _to_host(info) -> np.ndarray:
     return cuda.as_cuda_array(x).copy_to_host()
 
 
-def _named(op, dtype_rule):
-    def reduction(x, *, identity=None, dtype=None, **kwargs):
-        info = inspect(x)
-        acc = dtype_rule(info.dtype) if dtype is None else dtype
-        return _reduce(info, op, identity, dtype=acc, **kwargs)
-
-    reduction.__pyreduce_op__ = op
-    return reduction
+def _named(op, dtype_rule, x, axis, dtype, out, keepdims, identity, initial, kwargs):
+    info = inspect(x)
+    acc = dtype_rule(info.dtype) if dtype is None else dtype
+    return _reduce(info, op, identity, initial, acc, out=out, axis=axis, keepdims=keepdims,
+                   **kwargs)
 
 
 def _same(dt):
@@ -262,63 +318,171 @@ def _same(dt):
     return default_accumulator(dt)
 
 
-sum = _named("add", sum_dtype)
-sum.__name__ = sum.__qualname__ = "sum"
-sum.__doc__ = """Sum of all elements, accumulated like ``np.sum`` (bool and small ints in
-64 bits). Keywords as for ``reduce``.
+def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, initial=None,
+        **kwargs):
+    """Sum of the elements, over ``axis`` if given, accumulated like ``np.sum``
+    (bool and small ints in 64 bits). The positional order is ``np.sum``'s; other
+    keywords as for ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.sum(np.array([200, 100], dtype=np.uint8), backend="cpu"))
     300
-"""
-prod = _named("mul", sum_dtype)
-prod.__name__ = prod.__qualname__ = "prod"
-prod.__doc__ = """Product of all elements, accumulated like ``np.prod``. Keywords as for
-``reduce``."""
-max = _named("max", _same)
-max.__name__ = max.__qualname__ = "max"
-max.__doc__ = """Largest element; NaN propagates and an empty input raises ValueError,
-as with ``np.max``. Keywords as for ``reduce``."""
-min = _named("min", _same)
-min.__name__ = min.__qualname__ = "min"
-min.__doc__ = """Smallest element; NaN propagates and an empty input raises ValueError,
-as with ``np.min``. Keywords as for ``reduce``."""
-any = _named("logical_or", _same)
-any.__name__ = any.__qualname__ = "any"
-any.__doc__ = """True if any element is non-zero, like ``np.any`` (False for an empty
-input). Keywords as for ``reduce``.
+    >>> pyreduce.sum(np.arange(6, dtype=np.int8).reshape(2, 3), axis=0, backend="cpu")
+    array([3, 5, 7])
+    """
+    return _named("add", sum_dtype, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+
+
+def prod(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, initial=None,
+         **kwargs):
+    """Product of the elements, over ``axis`` if given, accumulated like
+    ``np.prod``. The positional order is ``np.prod``'s; other keywords as for
+    ``reduce``."""
+    return _named("mul", sum_dtype, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+
+
+def max(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
+        **kwargs):
+    """Largest element, over ``axis`` if given; NaN propagates and an empty
+    reduction raises ValueError (unless ``initial`` or ``identity`` is given), as
+    with ``np.max``, whose positional order this follows. Other keywords as for
+    ``reduce``.
 
     >>> import numpy as np, pyreduce
-    >>> bool(pyreduce.any(np.array([0, 0, 3]), backend="cpu"))
-    True
-"""
-all = _named("logical_and", _same)
-all.__name__ = all.__qualname__ = "all"
-all.__doc__ = """True if every element is non-zero, like ``np.all`` (True for an empty
-input). Keywords as for ``reduce``."""
+    >>> pyreduce.max(np.array([[1.0, np.nan], [3.0, 2.0]]), axis=1, backend="cpu")
+    array([nan,  3.])
+    """
+    return _named("max", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
-nanmax = _named("nanmax", _same)
-nanmax.__name__ = nanmax.__qualname__ = "nanmax"
-nanmax.__doc__ = """Largest element ignoring NaN, like ``np.nanmax``: NaN only if every
-element is NaN (without NumPy's RuntimeWarning), and an empty input raises
-ValueError. Integers and bools are reduced as by ``max``. The operator is
-``np.fmax``, also accepted by ``reduce``. Keywords as for ``reduce``.
+
+def min(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
+        **kwargs):
+    """Smallest element, over ``axis`` if given; NaN propagates and an empty
+    reduction raises ValueError, as with ``np.min``. Keywords as for ``max``."""
+    return _named("min", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+
+
+def nanmax(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
+           **kwargs):
+    """Largest element ignoring NaN, like ``np.nanmax``: NaN only if every
+    element is NaN (without NumPy's RuntimeWarning), and an empty reduction raises
+    ValueError. Integers and bools are reduced as by ``max``. The operator is
+    ``np.fmax``, also accepted by ``reduce``. Keywords as for ``max``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nanmax(np.array([np.nan, 2.0, np.nan, -1.0]), backend="cpu"))
     2.0
     >>> float(pyreduce.nanmax(np.array([np.nan, np.nan]), backend="cpu"))
     nan
-"""
-nanmin = _named("nanmin", _same)
-nanmin.__name__ = nanmin.__qualname__ = "nanmin"
-nanmin.__doc__ = """Smallest element ignoring NaN, like ``np.nanmin`` (see ``nanmax``); the
-operator is ``np.fmin``. Keywords as for ``reduce``.
+    """
+    return _named("nanmax", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+
+
+def nanmin(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
+           **kwargs):
+    """Smallest element ignoring NaN, like ``np.nanmin`` (see ``nanmax``); the
+    operator is ``np.fmin``. Keywords as for ``max``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nanmin(np.array([3.0, np.nan, -1.0]), backend="cpu"))
     -1.0
-"""
+    """
+    return _named("nanmin", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+
+
+def any(x, axis=None, out=None, keepdims=False, **kwargs):
+    """True where any element is non-zero, like ``np.any`` (False for an empty
+    reduction). Other keywords as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> bool(pyreduce.any(np.array([0, 0, 3]), backend="cpu"))
+    True
+    """
+    return _named("logical_or", _same, x, axis, None, out, keepdims, None, None, kwargs)
+
+
+def all(x, axis=None, out=None, keepdims=False, **kwargs):
+    """True where every element is non-zero, like ``np.all`` (True for an empty
+    reduction). Other keywords as for ``reduce``."""
+    return _named("logical_and", _same, x, axis, None, out, keepdims, None, None, kwargs)
+
+
+for _fn, _op in ((sum, "add"), (prod, "mul"), (max, "max"), (min, "min"), (nanmax, "nanmax"),
+                 (nanmin, "nanmin"), (any, "logical_or"), (all, "logical_and")):
+    _fn.__pyreduce_op__ = _op  # reduce(x, pyreduce.max) reduces with "max"
+del _fn, _op
+
+
+def segmented_reduce(
+    x,
+    offsets,
+    op,
+    identity=None,
+    *,
+    initial=None,
+    dtype=None,
+    out=None,
+    backend: str = "auto",
+    device_result: bool = False,
+    stream=None,
+    block_size: int | None = None,
+    items_per_thread: int | None = None,
+    warp_size: int | None = None,
+    max_blocks: int | None = None,
+    check: bool = False,
+):
+    """Reduce each segment ``x[offsets[i] : offsets[i + 1]]`` of the 1-D ``x``
+    with ``op``, in order: ``S`` results for ``S + 1`` offsets (the begin and end
+    offsets of CUB's and ``cuda.compute``'s ``segmented_reduce`` as one array,
+    ``begin = offsets[:-1]``, ``end = offsets[1:]``).
+
+    Args:
+        x: a 1-D NumPy or device array, any stride. Never modified.
+        offsets: a 1-D integer array of ``S + 1`` boundaries, on the host or the
+            device. Host offsets are checked: within ``[0, len(x)]`` and never
+            decreasing (ValueError naming the first that is not). Device offsets
+            (int32 or int64) are not copied back to be checked: each is clamped
+            into ``[0, len(x)]`` and an end below its start makes an empty
+            segment, so no offsets make a kernel read outside ``x``. Where an
+            empty segment would have no value (an op without identity and no
+            ``initial``), device offsets are copied to the host and checked.
+        op: as for ``reduce``.
+        identity: as for ``reduce``; also the result of an empty segment.
+        initial: combined once, on the left, into every segment's result.
+        dtype: the accumulator and result dtype, as for ``reduce``.
+        out: an array of ``S`` elements and the result's dtype to write into,
+            returned (a NumPy array, or a device array on a GPU backend).
+        backend: as for ``reduce``.
+        device_result: return a device array even for a host ``x`` (GPU
+            backends); a device ``x`` always gives one, of its own library.
+        stream: as for ``reduce``.
+        block_size: threads per block of the GPU kernels (``None``: the
+            planner's choice).
+        items_per_thread: elements each thread folds per step.
+        warp_size: as for ``reduce``.
+        max_blocks: the grid that a few long segments may be split over.
+        check: as for ``reduce``.
+
+    Returns:
+        An array of ``S`` results of the accumulator dtype. An empty segment's
+        result is ``initial``, else the identity; without either, an empty
+        segment is a ValueError (as ``max`` of an empty array is).
+
+    Example:
+        >>> import numpy as np, pyreduce
+        >>> x = np.arange(10)
+        >>> pyreduce.segmented_reduce(x, np.array([0, 3, 3, 10]), "add", backend="cpu")
+        array([ 3,  0, 42])
+        >>> pyreduce.segmented_reduce(x, np.array([0, 4, 10]), lambda a, b: b, backend="cpu")
+        array([3, 9])
+    """
+    info = inspect(x)
+    monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    if check is not False:
+        laws.check_if_requested(monoid, check)
+    tuning = _tuning("auto", block_size, items_per_thread, warp_size, max_blocks, None)
+    return partial.reduce_segments(info, offsets, monoid, initial, backend, tuning, stream,
+                                   device_result, out)
 
 
 def _tuned(kwargs: dict, name: str) -> dict:

@@ -12,8 +12,9 @@ is what ``functools.reduce(op, x, initial)`` computes; for a plan with a fixed
 tree (``deterministic=True``) it is combined after the tree's root instead, by
 one more pass. The input is only ever read.
 
-Per call only two arguments change: the input and, with ``device_result``, the
-output. Everything else (kernels, grids, scratch) is fixed for a plan, so an
+Per call only the placeholders change: the input, the output (the caller's
+buffer, or the workspace's result slot) and, for segmented reductions, the
+offsets. Everything else (kernels, grids, scratch) is fixed for a plan, so an
 :class:`Executable` holds the kernels and a pool of *workspaces*: the scratch of
 one call, with each launch prepared against it by the backend
 (``backend.prepare``). A call checks a workspace out of the pool of its stream,
@@ -31,10 +32,11 @@ import numpy as np
 
 from .spec import KernelSpec
 
-__all__ = ["INPUT", "OUTPUT", "Ref", "Step", "Schedule", "schedule", "Executable"]
+__all__ = ["INPUT", "OUTPUT", "OFFSETS", "Ref", "Step", "Schedule", "schedule", "Executable"]
 
-#: Argument placeholders for the call's input array and result buffer.
-INPUT, OUTPUT = "input", "output"
+#: Argument placeholders for the call's input array, its result buffer and the
+#: segment offsets of a segmented reduction.
+INPUT, OUTPUT, OFFSETS = "input", "output", "offsets"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +51,8 @@ class Ref:
 @dataclasses.dataclass(frozen=True)
 class Step:
     """One launch: ``kernel(spec)[grid, spec.block](*args)``; an argument is
-    :data:`INPUT`, :data:`OUTPUT`, a :class:`Ref` or an int."""
+    :data:`INPUT`, :data:`OUTPUT`, :data:`OFFSETS`, a :class:`Ref` or an int.
+    ``spec`` is a ``KernelSpec`` or a ``BatchSpec``."""
 
     spec: KernelSpec
     grid: int
@@ -59,11 +62,14 @@ class Step:
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     """``buffers``: name -> (elements, dtype, zeroed) of each scratch buffer.
-    ``initial``: where an initial value goes (None without one)."""
+    ``initial``: where an initial value goes (None without one). ``outputs``:
+    None for a reduction to one value (read back as a scalar), else the number
+    of elements the last step writes to :data:`OUTPUT` (read back as an array)."""
 
     buffers: tuple
     steps: tuple
     initial: Ref | None
+    outputs: int | None = None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -100,12 +106,23 @@ def schedule(plan) -> Schedule:
 
 
 class Executable:
-    """A plan's kernels and its pools of prepared workspaces, for one backend."""
+    """A plan's kernels and its pools of prepared workspaces, for one backend. A
+    plan either knows its schedule (``plan.schedule``: the batched reductions of
+    :mod:`pyreduce.batch`) or is a 1-D :class:`~pyreduce.planner.Plan`, laid out
+    by :func:`schedule`."""
 
     def __init__(self, backend, plan, monoid, device):
         self.backend = backend
         self.plan = plan
-        self.schedule = schedule(plan)
+        self.schedule = getattr(plan, "schedule", None) or schedule(plan)
+        ref = self.schedule.initial
+        # Where no kernel writes the initial value's buffer, a value written once
+        # stays: a workspace rewrites it only when the call's value differs (a
+        # segmented reduction passes its constant identity on every call).
+        self._initial_kept = ref is not None and all(
+            a == ref or not (isinstance(a, Ref) and a.buffer == ref.buffer)
+            for step in self.schedule.steps for a in step.args
+        )
         self.kernels = {step.spec: backend.kernel(step.spec, monoid, device)
                         for step in self.schedule.steps}
         self._pools: dict = {}
@@ -121,13 +138,17 @@ class Executable:
             be = self.backend
             buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
                        for name, count, dt, zeroed in self.schedule.buffers}
-            buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype)
+            outputs = self.schedule.outputs
+            buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype,
+                                                   1 if outputs is None else outputs)
             steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
             return pool, Workspace(buffers, steps)
 
-    def __call__(self, flat, stream, initial=None, out=None):
-        """Reduce the flat device array ``flat``: into ``out`` (a device array of one
-        element) if given, else return the value as a NumPy scalar."""
+    def __call__(self, flat, stream, initial=None, out=None, offsets=None):
+        """Reduce the flat device array ``flat``: into ``out`` (a device buffer of
+        the plan's outputs) if given, else return the value as a NumPy scalar (an
+        array of ``schedule.outputs`` elements for a batched plan). ``offsets``
+        fills :data:`OFFSETS`."""
         be = self.backend
         pool = ws = None
         with be.launch_context(self.plan.spec.warp):
@@ -135,12 +156,19 @@ class Executable:
                 pool, ws = self._workspace(stream)  # may compile: typing errors here
                 if initial is not None:
                     ref = self.schedule.initial
-                    be.put_value(be.slice(ws.buffers[ref.buffer], ref.start, ref.stop),
-                                 initial, stream)
+                    bits = np.asarray(initial, self.plan.spec.acc_dtype).tobytes()
+                    if not (self._initial_kept and ws.initial == bits):
+                        be.put_value(be.slice(ws.buffers[ref.buffer], ref.start, ref.stop),
+                                     initial, stream)
+                        ws.initial = bits
                 dst = ws.buffers["result"] if out is None else out
                 for step in ws.steps:
-                    step(flat, dst, stream)
-                return be.read_value(dst, stream) if out is None else None
+                    step(flat, dst, stream, offsets)
+                if out is not None:
+                    return None
+                if self.schedule.outputs is None:
+                    return be.read_value(dst, stream)
+                return be.read_array(dst, self.schedule.outputs, stream)
             except Exception as exc:
                 err = typing_error(exc, self.plan.spec)
                 if err is not None:
@@ -154,10 +182,11 @@ class Executable:
 @dataclasses.dataclass
 class Workspace:
     buffers: dict
-    steps: list  # callables (input, output, stream) from backend.prepare
+    steps: list  # callables (input, output, stream, offsets) from backend.prepare
+    initial: bytes | None = None  # the initial value last written, where it is kept
 
 
-def resolve(backend, args, buffers, flat, out) -> tuple:
+def resolve(backend, args, buffers, flat, out, offsets=None) -> tuple:
     """The launch arguments of a step with its placeholders filled in."""
     found = []
     for a in args:
@@ -165,6 +194,8 @@ def resolve(backend, args, buffers, flat, out) -> tuple:
             a = flat
         elif a is OUTPUT:
             a = out
+        elif a is OFFSETS:
+            a = offsets
         elif isinstance(a, Ref):
             a = backend.slice(buffers[a.buffer], a.start, a.stop)
         found.append(a)

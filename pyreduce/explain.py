@@ -26,12 +26,16 @@ class Explanation:
 
     def __str__(self):
         lines = [f"backend: {self.backend}", f"device:  {self.device}"]
-        if self.plan is not None:
-            p = self.plan
+        p = self.plan
+        if isinstance(p, Plan):
             lines.append(
                 f"plan:    {p.spec.label}; grid {p.grid} x {p.spec.block} threads, "
                 f"{p.chunk} elements per block, {p.passes} pass(es)"
             )
+        elif p is not None:
+            from .batch import describe_plan
+
+            lines.append(f"plan:    {describe_plan(p)}")
         for k in self.kernels:
             lines.append(f"\n--- {k.name}: {self.resources.get(k.name)}")
             lines.append(k.source.rstrip())
@@ -66,7 +70,9 @@ def _resources(backend, kernel, device) -> dict | str:
 
 
 def explain(x, op, identity=None, **kwargs) -> Explanation:
-    """Run ``reduce(x, op, identity, **kwargs)`` and describe how it ran.
+    """Run ``reduce(x, op, identity, **kwargs)`` and describe how it ran. With
+    ``axis=`` the plan is a :class:`pyreduce.batch.BatchPlan`: which kernel
+    reduces the rows or columns, its grid, and the parts long rows are cut into.
 
     >>> import numpy as np, pyreduce
     >>> e = pyreduce.explain(np.ones(10), "add", backend="cpu")
@@ -74,16 +80,27 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     ('cpu', 10.0)
     """
     from .api import deterministic_variant, prepare
+    from .axes import normalize_axes
+    from .partial import prepare_axes
 
     info = inspect(x)
-    monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"))
+    monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"),
+                       map=kwargs.get("map"))
     if "deterministic" in kwargs:
         kwargs = dict(kwargs, variant=deterministic_variant(kwargs.get("variant", "auto"),
                                                             kwargs["deterministic"]))
     tuning = Tuning(*(kwargs.get(f.name, f.default) for f in dataclasses.fields(Tuning)))
-    call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
-                   tuning, kwargs.get("stream", 0))
-    result = call.run(kwargs.get("device_result", False))
+    axis, keepdims = kwargs.get("axis"), kwargs.get("keepdims", False)
+    axes = normalize_axes(axis, len(info.shape))
+    if len(axes) < len(info.shape):
+        call = prepare_axes(info, monoid, axes, keepdims, kwargs.get("initial"),
+                            kwargs.get("backend", "auto"), tuning, kwargs.get("stream"),
+                            kwargs.get("device_result", False), None)
+        result = call.run()
+    else:
+        call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
+                       tuning, kwargs.get("stream", 0))
+        result = call.run(kwargs.get("device_result", False))
     be = call.backend
     if call.plan is None:
         return Explanation(be.name, "host CPU" if be.name == "cpu" else be.name, None, [], {},

@@ -9,15 +9,71 @@ import numpy as np
 
 from .dtypes import check_accumulator, code, fields, is_tuple
 
-__all__ = ["KernelSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD"]
+__all__ = ["KernelSpec", "BatchSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD"]
 
 WARP_SIZES = (32, 64)
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 ITEMS_PER_THREAD = (1, 2, 4, 8, 16)
 
 
+class _LaunchShape:
+    """What every spec shares: threads per block, lanes per warp, items per
+    thread and the load width, and the names derived from them."""
+
+    @property
+    def warps(self) -> int:
+        return self.block // self.warp
+
+    @property
+    def tile(self) -> int:
+        """Elements one block consumes per step; chunks are multiples of it."""
+        return self.block * self.items
+
+    @property
+    def label(self) -> str:
+        """Short, readable name: ``warp_shuffle f4 b256 w32 i4``, or ``i1->i8`` where
+        the input and accumulator dtypes differ, ``v4`` where loads are vectors."""
+        src, acc = code(self.in_dtype), code(self.acc_dtype)
+        dt = src if src == acc else f"{src}->{acc}"
+        vec = f" v{self.vector}" if self.vector > 1 else ""
+        fin = " finish" if self.finish else ""
+        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}"
+
+
+def _check_launch_shape(spec) -> None:
+    """Normalise the dtypes and check the fields every spec has; ValueError names
+    the one out of range."""
+    object.__setattr__(spec, "in_dtype", np.dtype(spec.in_dtype))
+    object.__setattr__(spec, "acc_dtype", np.dtype(spec.acc_dtype))
+    for dt in fields(spec.acc_dtype):
+        check_accumulator(dt, "accumulator")
+    mapped = spec.mapped
+    if spec.finish and mapped:
+        raise ValueError("a finishing pass reads accumulator values: it maps nothing")
+    if is_tuple(spec.acc_dtype) and not (mapped or spec.finish):
+        raise ValueError("a tuple accumulator needs an element map for its first pass")
+    if spec.warp not in WARP_SIZES:
+        raise ValueError(f"warp size {spec.warp} not in {WARP_SIZES}")
+    if spec.block not in BLOCK_SIZES:
+        raise ValueError(f"block size {spec.block} not in {BLOCK_SIZES}")
+    if spec.block % spec.warp:
+        raise ValueError(
+            f"block size {spec.block} is not a multiple of warp size {spec.warp}"
+        )
+    if spec.items not in ITEMS_PER_THREAD:
+        raise ValueError(f"items per thread {spec.items} not in {ITEMS_PER_THREAD}")
+    if spec.finish and (spec.vector != 1 or spec.in_dtype != spec.acc_dtype):
+        raise ValueError("a finishing pass reads accumulator values with scalar loads")
+    if (spec.vector not in ITEMS_PER_THREAD or spec.vector > spec.items
+            or (spec.vector > 1 and spec.vector * spec.in_dtype.itemsize > 16)):
+        raise ValueError(
+            f"vector width {spec.vector} must be a power of two of at most "
+            f"items per thread ({spec.items}) and 16 bytes of {spec.in_dtype}"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(_LaunchShape):
     """Everything a kernel factory bakes into the source as literals.
 
     ``op_key`` identifies the operator's code (see ``pyreduce.ops.function_key``);
@@ -43,32 +99,7 @@ class KernelSpec:
     mapped: bool = False
 
     def __post_init__(self):
-        object.__setattr__(self, "in_dtype", np.dtype(self.in_dtype))
-        object.__setattr__(self, "acc_dtype", np.dtype(self.acc_dtype))
-        for dt in fields(self.acc_dtype):
-            check_accumulator(dt, "accumulator")
-        if self.finish and self.mapped:
-            raise ValueError("a finishing pass reads accumulator values: it maps nothing")
-        if is_tuple(self.acc_dtype) and not (self.mapped or self.finish):
-            raise ValueError("a tuple accumulator needs an element map for its first pass")
-        if self.warp not in WARP_SIZES:
-            raise ValueError(f"warp size {self.warp} not in {WARP_SIZES}")
-        if self.block not in BLOCK_SIZES:
-            raise ValueError(f"block size {self.block} not in {BLOCK_SIZES}")
-        if self.block % self.warp:
-            raise ValueError(
-                f"block size {self.block} is not a multiple of warp size {self.warp}"
-            )
-        if self.items not in ITEMS_PER_THREAD:
-            raise ValueError(f"items per thread {self.items} not in {ITEMS_PER_THREAD}")
-        if self.finish and (self.vector != 1 or self.in_dtype != self.acc_dtype):
-            raise ValueError("a finishing pass reads accumulator values with scalar loads")
-        if (self.vector not in ITEMS_PER_THREAD or self.vector > self.items
-                or (self.vector > 1 and self.vector * self.in_dtype.itemsize > 16)):
-            raise ValueError(
-                f"vector width {self.vector} must be a power of two of at most "
-                f"items per thread ({self.items}) and 16 bytes of {self.in_dtype}"
-            )
+        _check_launch_shape(self)
         from .variants import VARIANTS  # late: the registry imports the factories
 
         if self.variant not in VARIANTS:
@@ -76,21 +107,72 @@ class KernelSpec:
                 f"unknown variant {self.variant!r}; known: {', '.join(VARIANTS)}"
             )
 
-    @property
-    def warps(self) -> int:
-        return self.block // self.warp
+
+#: Kernel families of batched reductions (many results per launch), not variants
+#: of the 1-D reduction: ``segments`` (a row or a segment per thread, warp or
+#: block: :mod:`pyreduce.variants.segments`) and ``columns`` (each thread owns
+#: neighbouring outputs: :mod:`pyreduce.variants.columns`).
+FAMILIES = ("segments", "columns")
+#: What reduces one segment in the ``segments`` family.
+GROUPS = ("thread", "warp", "block")
+#: Where a segment's elements are: ``rows`` (output ``m``'s elements at
+#: ``off + (m // Mi) * so + (m % Mi) * si + k * ks``) or ``offsets``
+#: (``x[offsets[m] : offsets[m + 1]]``).
+SOURCES = ("rows", "offsets")
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSpec(_LaunchShape):
+    """A kernel that computes many reductions in one launch: every row of an
+    ``axis=`` reduction, or every segment of ``segmented_reduce``.
+
+    Its calling convention differs from the 1-D kernels' (see the family's
+    module), so it is no variant of :data:`pyreduce.variants.VARIANTS`; it is
+    built, cached and launched by the same machinery. ``unit`` says the elements
+    of one reduction are adjacent (``ks == 1``: vector loads may apply);
+    ``split`` that the kernel writes one partial per (output, part) for a
+    finishing pass, which reads them (``finish``); ``initial`` that each output
+    combines ``init[0]`` on its left.
+    """
+
+    family: str
+    in_dtype: np.dtype
+    acc_dtype: np.dtype
+    op_key: Hashable
+    block: int = 256
+    warp: int = 32
+    items: int = 4
+    vector: int = 1
+    group: str = "block"
+    source: str = "rows"
+    unit: bool = True
+    split: bool = False
+    initial: bool = False
+    finish: bool = False
+    #: element maps are not taken by batched reductions (pyreduce.api._axes_take)
+    mapped: bool = False
+
+    def __post_init__(self):
+        _check_launch_shape(self)
+        if self.family not in FAMILIES:
+            raise ValueError(f"unknown kernel family {self.family!r}; known: {FAMILIES}")
+        if self.group not in GROUPS:
+            raise ValueError(f"group {self.group!r} not in {GROUPS}")
+        if self.source not in SOURCES:
+            raise ValueError(f"source {self.source!r} not in {SOURCES}")
+        if self.vector > 1 and not self.unit:
+            raise ValueError("vector loads need adjacent elements (unit=True)")
+        if self.split and self.group != "block" and self.family == "segments":
+            raise ValueError("only a block per segment splits a segment into parts")
 
     @property
-    def tile(self) -> int:
-        """Elements one block consumes per step; chunks are multiples of it."""
-        return self.block * self.items
-
-    @property
-    def label(self) -> str:
-        """Short, readable name: ``warp_shuffle f4 b256 w32 i4``, or ``i1->i8`` where
-        the input and accumulator dtypes differ, ``v4`` where loads are vectors."""
-        src, acc = code(self.in_dtype), code(self.acc_dtype)
-        dt = src if src == acc else f"{src}->{acc}"
-        vec = f" v{self.vector}" if self.vector > 1 else ""
-        fin = " finish" if self.finish else ""
-        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}"
+    def variant(self) -> str:
+        """The kernel's kind, as its name and label show it."""
+        if self.family == "columns":
+            parts = ["columns"]
+        else:
+            parts = [self.source, self.group]
+        parts += [] if self.unit else ["strided"]
+        parts += ["split"] if self.split else []
+        parts += ["init"] if self.initial else []
+        return "_".join(parts)

@@ -68,3 +68,11 @@ def gpu_backend(request):
     if request.param not in backends.available():
         pytest.skip(f"backend {request.param} not available in this process")
     return request.param
+
+
+@pytest.fixture(params=["host", "device"])
+def placement(request, backend):
+    """Where a test's input lives: host, or (GPU backends) a device array."""
+    if request.param == "device" and backend == "cpu":
+        pytest.skip("device inputs are a GPU backend's; the cpu backend copies them")
+    return request.param

@@ -198,3 +198,26 @@ def test_hip_import_path_never_needs_numba_cuda(tmp_path):
                          env=env, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "('cpu',) 64"
+
+
+def test_batched_kernels_use_only_numba_hip_names():
+    """The row, column and segment kernels (pyreduce.variants.FAMILIES) in the HIP
+    dialect, at both wavefront sizes: numba-hip's names only, widths baked in."""
+    from pyreduce.spec import BatchSpec
+
+    kinds = [dict(family="segments", group=g, source=s, split=split, finish=fin)
+             for g in ("thread", "warp", "block") for s in ("rows", "offsets")
+             for split in (False, True) for fin in (False, True)
+             if not (split and g != "block")]
+    kinds.append(dict(family="columns"))
+    for warp in (64, 32):
+        for fields in kinds:
+            spec = BatchSpec(in_dtype=np.float32, acc_dtype=np.float32, op_key="op",
+                             block=128, warp=warp, items=4, **fields)
+            src = generate(spec, HIP)[1]
+            tree = ast.parse(src)
+            assert "_sync(" not in src and "launch_bounds" not in src, fields
+            assert gpu_names(tree) <= HIP_GPU_NAMES, (fields, gpu_names(tree))
+            assert free_names(tree) <= NAMESPACE, (fields, free_names(tree) - NAMESPACE)
+            widths = set(re.findall(r"gpu\.shfl_down\(carry_t\(\w+\), \d+, (\d+)\)\)", src))
+            assert widths <= {str(warp)}, (fields, widths)

@@ -13,6 +13,7 @@ reverse.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 
 import numpy as np
@@ -44,13 +45,15 @@ def carrier(dtype: np.dtype):
     return np.int64 if dtype.itemsize == 8 else np.int32
 
 
-def check_out(shape, got: np.dtype, dtype: np.dtype) -> None:
+def check_out(shape, got: np.dtype, dtype: np.dtype, want=None) -> None:
     """An ``out=`` array (of ``shape`` and dtype ``got``) must hold exactly the
-    result: one element of the result's dtype."""
-    size = 1
-    for extent in shape:
-        size *= extent
-    if size != 1:
+    result: one element of the result's dtype for a reduction to one value
+    (``want`` None), else the result's shape ``want``."""
+    if want is not None:
+        if tuple(shape) != tuple(want):
+            raise ValueError(f"out= has shape {tuple(shape)}, the result has shape "
+                             f"{tuple(want)}")
+    elif math.prod(shape) != 1:
         raise ValueError(f"out= must have exactly one element, has shape {tuple(shape)}")
     if got != dtype:
         raise TypeError(f"out= has dtype {got}, the result is {dtype}: pass dtype= or an "
@@ -74,9 +77,10 @@ class GeneratedBackend:
             return self.gpu.to_device(np.zeros(count, dtype=dtype))
         return self.gpu.device_array(count, dtype=dtype)
 
-    def allocate_result(self, dtype: np.dtype):
-        """A workspace's slot for a result read back to the host."""
-        return self.allocate(1, dtype)
+    def allocate_result(self, dtype: np.dtype, count: int = 1):
+        """A workspace's slot for a result read back to the host (``count``
+        elements for a batched reduction)."""
+        return self.allocate(count, dtype)
 
     def executable(self, plan, monoid, device) -> Executable:
         """The plan's :class:`~pyreduce.driver.Executable` on this backend, built
@@ -90,11 +94,11 @@ class GeneratedBackend:
         return found
 
     def prepare(self, kernel, step, buffers):
-        """A callable ``(input, output, stream)`` making ``step``'s launch with the
-        workspace ``buffers`` (:mod:`pyreduce.driver`)."""
+        """A callable ``(input, output, stream, offsets=None)`` making ``step``'s
+        launch with the workspace ``buffers`` (:mod:`pyreduce.driver`)."""
 
-        def launch(flat, out, stream):
-            args = resolve(self, step.args, buffers, flat, out)
+        def launch(flat, out, stream, offsets=None):
+            args = resolve(self, step.args, buffers, flat, out, offsets)
             self.launch(kernel, step.grid, step.spec.block, stream, args)
 
         return launch
@@ -214,6 +218,37 @@ class GeneratedBackend:
     def to_device(self, host: np.ndarray, stream):
         return self.gpu.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
 
+    # --- inputs of axis= and segmented reductions (pyreduce.partial)
+
+    def upload(self, host: np.ndarray, stream):
+        """A 1-D host array copied to a new device buffer (complete on return)."""
+        return self.gpu.to_device(np.ascontiguousarray(host))
+
+    def input_strides(self, info):
+        """The byte strides of a device input, or None where the input is only
+        usable in C order (then it is gathered: :meth:`gather_input`)."""
+        arr = self.as_device_array(info.device)
+        return arr.strides if arr.ndim == 0 or arr.is_c_contiguous() else None
+
+    def input_span(self, info, off: int, span: int, stream):
+        """The 1-D window of a device input's memory that
+        :func:`pyreduce.axes.describe` names: ``span`` elements from ``off``
+        elements below its first one. Here only for C-contiguous inputs."""
+        assert off == 0 and span == info.size
+        return self.as_device_array(info.device).reshape(info.size)
+
+    def gather_input(self, info, perm: tuple, stream):
+        """The device input's axes in the order ``perm``, gathered into a new
+        C-order 1-D buffer."""
+        return self._gather(self.as_device_array(info.device).transpose(perm), stream)
+
+    def offsets_input(self, offsets, stream):
+        """Segment offsets for the kernels: a device array as it is (any integer
+        dtype), a host one uploaded as int64."""
+        if isinstance(offsets, np.ndarray):
+            return self.upload(offsets.astype(np.int64), stream)
+        return self.as_device_array(offsets)
+
     def launch_context(self, warp: int):
         return _NO_CONTEXT
 
@@ -228,22 +263,40 @@ class GeneratedBackend:
     def put_value(self, buf, value, stream):
         buf[:1].copy_to_device(np.asarray([value], dtype=buf.dtype), stream=stream)
 
-    def new_result(self, dtype: np.dtype, stream, info):
-        """``(array, buffer)``: a new 0-d device array for ``device_result=True``
-        and the one-element buffer the kernels write it through."""
-        arr = self.gpu.device_array((), dtype=dtype)
-        return arr, arr.reshape(1)
+    def new_result(self, dtype: np.dtype, stream, info, shape=()):
+        """``(array, buffer)``: a new device array of ``shape`` (0-d for
+        ``device_result=True``) and the 1-D buffer the kernels write it through."""
+        arr = self.gpu.device_array(shape, dtype=dtype)
+        return arr, arr.reshape(math.prod(shape))
 
-    def out_buffer(self, out, dtype: np.dtype):
-        """The buffer the kernels write a user's ``out=`` device array through."""
+    def out_buffer(self, out, dtype: np.dtype, shape=None):
+        """The buffer the kernels write a user's ``out=`` device array through:
+        one element, or (``shape`` given) the result's shape in C order."""
         if not hasattr(out, "reshape") or not hasattr(out, "copy_to_host"):
             raise TypeError(f"out= must be a NumPy array or a device array of this backend "
                             f"({self.name}), got {type(out).__name__}")
-        check_out(out.shape, np.dtype(out.dtype), dtype)
-        return out.reshape(1)
+        check_out(out.shape, np.dtype(out.dtype), dtype, shape)
+        if shape is None:
+            return out.reshape(1)
+        if not out.is_c_contiguous():
+            raise ValueError("out= must be C-contiguous to be written in place")
+        return out.reshape(out.size)
 
     def read_value(self, buf, stream):
         host = (buf if buf.size == 1 else buf[:1]).copy_to_host(stream=stream)
         if stream:
             stream.synchronize()
         return host[0]
+
+    def read_array(self, buf, count: int, stream) -> np.ndarray:
+        """The first ``count`` elements of a device buffer, on the host."""
+        host = buf[:count].copy_to_host(stream=stream)
+        if stream:
+            stream.synchronize()
+        return host
+
+    def put_array(self, buf, host: np.ndarray, stream):
+        """Write the 1-D host array into the start of a device buffer."""
+        if host.size:
+            buf[:host.size].copy_to_device(np.ascontiguousarray(host, dtype=buf.dtype),
+                                           stream=stream)

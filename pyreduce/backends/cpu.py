@@ -172,6 +172,18 @@ class CpuBackend:
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
+    def reduce_axes(self, host: np.ndarray, monoid, axes: tuple, initial=None) -> np.ndarray:
+        """``axes`` of ``host`` reduced (:mod:`pyreduce.backends.cpu_batch`)."""
+        from .cpu_batch import reduce_axes
+
+        return reduce_axes(self, host, monoid, axes, initial)
+
+    def reduce_segments(self, x, offsets, monoid, initial, empty) -> np.ndarray:
+        """Each segment ``x[offsets[i]:offsets[i + 1]]`` reduced."""
+        from .cpu_batch import reduce_segments
+
+        return reduce_segments(self, x, offsets, monoid, initial, empty)
+
     def reduce(self, host: np.ndarray, monoid, initial=None, tree: bool = False):
         """The accumulated value of ``host`` (non-empty; a scalar, or a tuple for a
         tuple accumulator), then ``op(initial, result)``; with ``tree``, in the

@@ -19,8 +19,8 @@ import numpy as np
 from ..dtypes import storage
 
 __all__ = [
-    "DeviceView", "view_from", "view_of", "stream_handle", "PreparedLaunch", "read_scalar",
-    "write_scalar",
+    "DeviceView", "view_from", "view_of", "sync_producer", "stream_handle", "PreparedLaunch",
+    "read_scalar", "write_scalar", "read_array", "write_array",
 ]
 
 
@@ -79,9 +79,7 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
     producer's stream is synchronized if it is another one (the CUDA Array
     Interface's rule; 1 and 2 name the default streams, which need nothing)."""
     dt, shape, strides = storage(fields.dtype), fields.shape, fields.strides
-    producer = fields.stream
-    if producer is not None and producer not in (1, 2) and producer != stream:
-        _check(cuda_driver().cuStreamSynchronize(producer))
+    sync_producer(fields, stream)
     size = 1
     for extent in shape:
         size *= extent
@@ -94,6 +92,14 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
                 return None
             expect *= extent
     return DeviceView(fields.ptr, size, dt.itemsize, dt, owner)
+
+
+def sync_producer(fields, stream) -> None:
+    """Wait for the stream that produced an array (``fields.stream``) if it is
+    neither ``stream`` nor a default stream, before ``stream`` reads it."""
+    producer = fields.stream
+    if producer is not None and producer not in (1, 2) and producer != stream:
+        _check(cuda_driver().cuStreamSynchronize(producer))
 
 
 def view_of(x) -> DeviceView | None:
@@ -122,22 +128,25 @@ class PreparedLaunch:
 
     Every argument in Numba's ABI is 8 bytes, so the parameters live in one int64
     array, with a second array of pointers to them (what ``kernelParams`` is). Per
-    call only the input's pointer, length and stride and the output's pointer are
-    written; the kernel is compiled by Numba once per input dtype and layout.
+    call only the input's pointer, length and stride, the output's pointer and a
+    segmented reduction's offsets are written; the kernel is compiled by Numba
+    once per input dtype and layout (and offsets dtype and layout).
     """
 
     def __init__(self, kernel, step, buffers):
-        from ..driver import INPUT, OUTPUT, Ref
+        from ..driver import INPUT, OFFSETS, OUTPUT, Ref
 
         self.kernel, self.grid, self.block = kernel, step.grid, step.spec.block
-        self.input_at = self.output_at = None
+        self.input_at = self.output_at = self.offsets_at = None
         values, types = [], []
         for a in step.args:
-            if a is INPUT or a is OUTPUT:
+            if a is INPUT or a is OUTPUT or a is OFFSETS:
                 if a is INPUT:
                     self.input_at = len(values)
-                else:
+                elif a is OUTPUT:
                     self.output_at = len(values)
+                else:
+                    self.offsets_at = len(values)
                 values.extend((0,) * 7)
                 types.append(a)
                 continue
@@ -156,23 +165,23 @@ class PreparedLaunch:
         self._types = tuple(types)
         self._handles: dict = {}
 
-    def _compile(self, flat, out):
+    def _compile(self, flat, out, offsets, key):
         """The kernel for this input's dtype and layout, compiled on first use."""
         from numba.cuda import types as nt
 
-        from ..driver import INPUT, OUTPUT
+        from ..driver import INPUT, OFFSETS, OUTPUT
 
         sig = tuple(
             flat.numba_type() if t is INPUT else out.numba_type() if t is OUTPUT
-            else nt.int64 if t is None else t
+            else offsets.numba_type() if t is OFFSETS else nt.int64 if t is None else t
             for t in self._types
         )
         compiled = self.kernel.fn.compile(sig)
         handle = compiled._codelibrary.get_cufunc().handle
-        self._handles[(flat.dtype.char, flat.layout)] = handle
+        self._handles[key] = handle
         return handle
 
-    def __call__(self, flat, out, stream) -> None:
+    def __call__(self, flat, out, stream, offsets=None) -> None:
         v = self.values
         i = self.input_at
         if i is not None:
@@ -181,7 +190,15 @@ class PreparedLaunch:
             v[i + 6] = flat.stride
         if self.output_at is not None:
             v[self.output_at + 4] = out.ptr
-        handle = self._handles.get((flat.dtype.char, flat.layout)) or self._compile(flat, out)
+        key = (flat.dtype.char, flat.layout)
+        i = self.offsets_at
+        if i is not None:
+            v[i + 2] = v[i + 5] = offsets.size
+            v[i + 3] = offsets.dtype.itemsize
+            v[i + 4] = offsets.ptr
+            v[i + 6] = offsets.stride
+            key += (offsets.dtype.char, offsets.layout)
+        handle = self._handles.get(key) or self._compile(flat, out, offsets, key)
         err, = cuda_driver().cuLaunchKernel(handle, self.grid, 1, 1, self.block, 1, 1, 0,
                                     int(stream) if stream else 0, self.params, 0)
         if err != _SUCCESS:
@@ -212,10 +229,35 @@ def read_scalar(view: DeviceView, stream):
     return buf[:nbytes].view(view.dtype)[0]
 
 
+def read_array(view: DeviceView, count: int, stream) -> np.ndarray:
+    """``view[:count]`` (contiguous) in a new host array, once the work on
+    ``stream`` is done."""
+    if type(view) is MappedView:
+        read_scalar(view, stream)  # waits for the stream
+        return view.host[:count].copy()
+    host = np.empty(count, dtype=view.dtype)
+    if count:
+        cu = cuda_driver()
+        if stream:
+            _check(cu.cuMemcpyDtoHAsync(host.ctypes.data, view.ptr, host.nbytes, int(stream)))
+            _check(cu.cuStreamSynchronize(int(stream)))
+        else:
+            _check(cu.cuMemcpyDtoH(host.ctypes.data, view.ptr, host.nbytes))
+    return host
+
+
 def write_scalar(view: DeviceView, value, stream) -> None:
     """Write ``value`` to ``view[0]`` (stream-ordered)."""
+    write_array(view, np.asarray([value], dtype=view.dtype), stream)
+
+
+def write_array(view: DeviceView, host: np.ndarray, stream) -> None:
+    """Write the 1-D host array to the start of ``view`` (contiguous), complete
+    on return."""
     cu = cuda_driver()
-    host = np.asarray([value], dtype=view.dtype)
+    host = np.ascontiguousarray(host, dtype=view.dtype)
+    if not host.size:
+        return
     if stream:
         _check(cu.cuMemcpyHtoDAsync(view.ptr, host.ctypes.data, host.nbytes, int(stream)))
         _check(cu.cuStreamSynchronize(int(stream)))  # `host` must outlive the copy

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import threading
 
 import numpy as np
 
+from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32
 from ..interop import device_fields
@@ -24,8 +26,8 @@ from .dialect import CUDA, SIM
 from .opcheck import check_op
 from . import fastpath
 from .fastpath import (
-    DeviceView, MappedView, PreparedLaunch, cuda_driver, read_scalar, stream_handle, view_from, view_of,
-    write_scalar,
+    DeviceView, MappedView, PreparedLaunch, cuda_driver, read_array, read_scalar, stream_handle,
+    sync_producer, view_from, view_of, write_array, write_scalar,
 )
 
 __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
@@ -111,6 +113,13 @@ class SimBackend(NumbaCudaBackend):
             raise TypeError(f"the simulator cannot use a {type(x).__name__}: pass a host array")
         return x
 
+    def input_strides(self, info):
+        return self.as_device_array(info.device)._ary.strides
+
+    def input_span(self, info, off, span, stream):
+        arr = self.as_device_array(info.device)
+        return type(arr)(span_view(arr._ary, off, span))
+
 
 class CudaBackend(NumbaCudaBackend):
     """A real GPU. Kernels are compiled by Numba but launched with
@@ -123,10 +132,10 @@ class CudaBackend(NumbaCudaBackend):
     def allocate(self, count, dtype, zeroed=False):
         return view_of(super().allocate(count, dtype, zeroed))
 
-    def allocate_result(self, dtype):
-        if fastpath.MAPPED_RESULTS:
+    def allocate_result(self, dtype, count=1):
+        if fastpath.MAPPED_RESULTS and count == 1:
             return MappedView(self.cuda.mapped_array(1, dtype=dtype))
-        return self.allocate(1, dtype)
+        return self.allocate(count, dtype)
 
     def prepare(self, kernel, step, buffers):
         return PreparedLaunch(kernel, step, buffers)
@@ -207,34 +216,77 @@ class CudaBackend(NumbaCudaBackend):
             view = view_of(self._gather(arr, self._numba_stream(stream)))
         return view
 
+    def upload(self, host, stream):
+        return view_of(self.cuda.to_device(np.ascontiguousarray(host)))
+
+    def input_strides(self, info):
+        fields = info.fields
+        if fields.strides is not None:
+            return fields.strides
+        return tuple(fields.dtype.itemsize * math.prod(fields.shape[a + 1:])
+                     for a in range(len(fields.shape)))
+
+    def input_span(self, info, off, span, stream):
+        fields = info.fields
+        sync_producer(fields, stream)
+        isz = fields.dtype.itemsize
+        return DeviceView(fields.ptr - off * isz, span, isz, fields.dtype, info.device)
+
+    def gather_input(self, info, perm, stream):
+        fields, strides = info.fields, self.input_strides(info)
+        shim = _ArrayInterface(fields.ptr, [fields.shape[a] for a in perm],
+                               [strides[a] for a in perm], fields.dtype, info.device)
+        arr = self.cuda.as_cuda_array(shim)
+        return view_of(self._gather(arr, self._numba_stream(stream)))
+
+    def offsets_input(self, offsets, stream):
+        if isinstance(offsets, np.ndarray):
+            return self.upload(offsets.astype(np.int64), stream)
+        fields = device_fields(offsets)
+        sync_producer(fields, stream)
+        stride = fields.strides[0] if fields.strides else fields.dtype.itemsize
+        return DeviceView(fields.ptr, fields.shape[0], stride, fields.dtype, offsets)
+
+    def read_array(self, buf, count, stream):
+        return read_array(buf, count, stream)
+
+    def put_array(self, buf, host, stream):
+        write_array(buf, host, stream)
+
     def slice(self, buf, start, stop):
         return buf.slice(start, stop)
 
     def put_value(self, buf, value, stream):
         write_scalar(buf, value, stream)
 
-    def new_result(self, dtype: np.dtype, stream, info):
-        """A 0-d array of the input's own library, from its allocator (CuPy's and
-        PyTorch's pools cost a microsecond or two; a Numba allocation is a
-        ``cuMemAlloc``)."""
+    def new_result(self, dtype: np.dtype, stream, info, shape=()):
+        """An array of ``shape`` (0-d for ``device_result=True``) of the input's own
+        library, from its allocator (CuPy's and PyTorch's pools cost a
+        microsecond or two; a Numba allocation is a ``cuMemAlloc``)."""
         kind = "numba" if dtype.names else info.kind  # records: Numba arrays only
         if kind == "cupy":
             import cupy
 
-            arr = cupy.empty((), dtype=dtype)
+            arr = cupy.empty(shape, dtype=dtype)
         elif kind == "torch":
-            arr = _torch_empty(dtype, info.device.device)
+            arr = _torch_empty(dtype, info.device.device, shape)
         else:
-            arr = self.cuda.device_array((), dtype=dtype)
-        return arr, DeviceView(device_fields(arr).ptr, 1, dtype.itemsize, dtype, arr)
+            arr = self.cuda.device_array(shape, dtype=dtype)
+        size = math.prod(shape)
+        return arr, DeviceView(device_fields(arr).ptr, size, dtype.itemsize, dtype, arr)
 
-    def out_buffer(self, out, dtype: np.dtype):
+    def out_buffer(self, out, dtype: np.dtype, shape=None):
         fields = device_fields(out) if hasattr(out, "__cuda_array_interface__") else None
         if fields is None:
             raise TypeError(f"out= must be a NumPy array or a CUDA device array, got "
                             f"{type(out).__name__}")
-        check_out(fields.shape, fields.dtype, dtype)
-        return DeviceView(fields.ptr, 1, dtype.itemsize, dtype, out)
+        check_out(fields.shape, fields.dtype, dtype, shape)
+        if shape is None:
+            return DeviceView(fields.ptr, 1, dtype.itemsize, dtype, out)
+        view = view_from(fields, out)
+        if view is None or view.stride != dtype.itemsize:
+            raise ValueError("out= must be C-contiguous to be written in place")
+        return view
 
     def read_value(self, buf, stream):
         return read_scalar(buf, stream)
@@ -243,13 +295,13 @@ class CudaBackend(NumbaCudaBackend):
 _TORCH_DTYPES: dict = {}
 
 
-def _torch_empty(dtype: np.dtype, device):
+def _torch_empty(dtype: np.dtype, device, shape=()):
     import torch
 
     tdt = _TORCH_DTYPES.get(dtype)
     if tdt is None:
         tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-    return torch.empty((), dtype=tdt, device=device)
+    return torch.empty(shape, dtype=tdt, device=device)
 
 
 def _sim_bf16(bits):
@@ -267,3 +319,16 @@ def _cuda_bf16():
         return libdevice.int_as_float(np.int32(bits) << 16)
 
     return bf16_t
+
+
+class _ArrayInterface:
+    """A device array described by hand (pointer, shape, byte strides), for
+    Numba to view: how a permuted view of any input is handed to the gather
+    kernel without a copy. ``owner`` keeps the memory alive."""
+
+    def __init__(self, ptr, shape, strides, dtype, owner):
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "data": (ptr, True), "shape": tuple(shape), "strides": tuple(strides),
+            "typestr": dtype.str, "version": 3,
+        }

@@ -22,13 +22,13 @@ arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 
 from __future__ import annotations
 
-from ..codegen import indent
+from ..codegen import indent, render
 from ..dtypes import fields, is_bfloat16, is_tuple
 from ..spec import KernelSpec
 
 __all__ = [
-    "combine", "load_items", "fold_items", "warp_reduce", "block_range", "prelude", "element",
-    "zero",
+    "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
+    "block_range", "prelude", "element", "zero",
     "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load",
 ]
 
@@ -142,23 +142,25 @@ def block_range(dialect) -> str:
 
 
 def load_items(
-    dst: str, first: str, src: str, count: int, width: int = 1,
+    dst: str, first: str, src: str, count: int, width: int = 1, at=None,
 ) -> tuple[list[str], list[str]]:
     """``(lines, items)``: the lines loading ``src[first : first + count]`` and the
     expression of each item. With ``width > 1`` the items are read ``width`` at a
     time with ``vloadN`` into tuples ``{dst}_{k}`` (``first`` must then be a
-    multiple of ``width``, and ``src`` aligned: only the kernel input qualifies)."""
+    multiple of ``width``, and ``src`` aligned: only the kernel input qualifies);
+    otherwise each item is its own load, ``at(index)`` (default ``src[index]``)."""
     width = min(width, count)
+    index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
     if width > 1:
-        loads = [f"{dst}_{k} = vload{width}({src}, {first}{f' + {k}' if k else ''})"
-                 for k in range(0, count, width)]
+        loads = [f"{dst}_{k} = vload{width}({src}, {index[k]})" for k in range(0, count, width)]
         return loads, [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
-    return [], [f"{src}[{first}{f' + {k}' if k else ''}]" for k in range(count)]
+    at = at or f"{src}[{{}}]".format
+    return [], [at(i) for i in index]
 
 
 def fold_items(
     spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
-    count: int | None = None, vector: int = 1, accs: bool = False,
+    count: int | None = None, vector: int = 1, accs: bool = False, at=None,
 ) -> str:
     """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
     in order into ``dst``, unrolled.
@@ -166,13 +168,16 @@ def fold_items(
     With ``end`` given, items at or past ``end`` are skipped (the caller ensures
     ``first < end``, so ``dst`` always holds at least one element). Without it the
     items are read ``vector`` at a time (:func:`load_items`). ``accs``: ``src``
-    holds accumulator values (:func:`element`).
+    holds accumulator values (:func:`element`). ``at`` maps an index expression to
+    the expression loading that element, for inputs not addressed as
+    ``src[index]`` (a strided row); it reads one element at a time.
     """
     count = spec.items if count is None else count
-    width = min(vector, count) if end is None and not accs else 1
-    loads, values = load_items(dst, first, src, count, width)
+    width = min(vector, count) if end is None and not accs and at is None else 1
+    loads, values = load_items(dst, first, src, count, width, at)
     index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
-    items = [element(spec, src, index[k], values[k] if width > 1 else None, accs)
+    direct = width == 1 and at is None  # element() writes src[index] itself
+    items = [element(spec, src, index[k], None if direct else values[k], accs)
              for k in range(count)]
     lines = loads + [f"{dst} = {items[0]}"]
     for k in range(1, count):
@@ -199,6 +204,110 @@ def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | Non
         lines.append(step if valid is None else f"if {lane} + {d} < {valid}:\n    {step}")
         d *= 2
     return "\n".join(lines)
+
+
+def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool) -> str:
+    """A loop over ``tiles`` warp tiles at a time: all loads first, then the
+    reductions, then the tiles folded into ``acc`` in order."""
+    w, i = spec.warp, spec.items
+    loads, reduces, folds = [], [], []
+    for u in range(tiles):
+        loads.append(f"i = base + {u * w * i} + lane * {i}")
+        loads.append(fold_items(spec, f"t{u}", "i", None, src, vector=vector, accs=accs,
+                                at=at))
+        reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
+        first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
+            else f"acc = {combine('acc', f't{u}')}"
+        folds.append(first)
+    body = "\n".join(loads + reduces + folds) + f"\nhave = True\nbase += {tiles * w * i}"
+    return f"while base + {tiles * w * i} <= end:\n" + snippet(body, 1)
+
+
+def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
+              at=None, accs: bool = False) -> str:
+    """One warp's ordered fold of ``src[start:end]`` (locals ``start``, ``end``,
+    ``lane``) in warp tiles of ``warp * items``: each lane folds its neighbouring
+    items, the warp combines its lanes with shuffles, and lane 0 folds the tile
+    into ``acc``, which lane 0 holds at the end when the range is not empty.
+    Full tiles are read ``vector`` elements at a time, ``tiles`` of them
+    per loop iteration; ``at`` and ``accs`` as for :func:`fold_items`."""
+    w, i = spec.warp, spec.items
+    return render(
+        """
+        acc = ${zero}
+        have = False
+        base = start
+        ${multi}
+        while base + ${WTILE} <= end:
+            i = base + lane * ${I}
+        ${fold_full}
+        ${reduce_full}
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+            have = True
+            base += ${WTILE}
+        if base < end:
+            i = base + lane * ${I}
+            v = ${zero}
+            if i < end:
+        ${fold_tail}
+            lanes = (end - base + ${I1}) // ${I}
+        ${reduce_tail}
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+        """,
+        multi=_multi_tile(spec, dialect, src, tiles, vector, at, accs) if tiles > 1 else "",
+        I=i, I1=i - 1, WTILE=w * i, zero=zero(spec),
+        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
+                                     at=at), 1),
+        reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
+        combine_acc=combine("acc", "v"),
+        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at), 2),
+        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
+    )
+
+
+def block_fold(
+    spec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
+    vector: int = 1, at=None, accs: bool = False,
+) -> str:
+    """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
+    ``n``, never empty) in ``v`` of thread 0. ``chunk`` is a multiple of the tile,
+    so each warp owns a contiguous slice of whole warp tiles (:func:`warp_fold`);
+    the warps' results meet in shared memory and warp 0 reduces them in warp
+    order. Uses locals ``tid``, ``lane``, ``warp``, ``partials`` (shared, one slot
+    per warp); every thread of the block must run it (it has a barrier)."""
+    return render(
+        """
+        bend = min(${bstart} + ${chunk}, ${n})
+        wchunk = ${chunk} // ${NW}
+        start = ${bstart} + warp * wchunk
+        end = min(start + wchunk, bend)
+        ${fold}
+        if lane == 0:
+        ${store_partial}
+        ${sync}
+        v = ${zero}
+        if warp == 0:
+            # warps holding data form a prefix of the block
+            used = min((bend - ${bstart} + wchunk - 1) // wchunk, ${NW})
+            if lane < used:
+                v = ${load_partial}
+        ${reduce_warps}
+        """,
+        n=n, bstart=bstart, chunk=chunk, NW=spec.warps, zero=zero(spec),
+        store_partial=snippet(store(spec, "partials", "warp", "acc", shared=True), 1),
+        load_partial=shared_load(spec, "partials", "lane"),
+        fold=warp_fold(spec, dialect, src, tiles, vector, at, accs).strip("\n"),
+        sync=dialect.syncthreads(),
+        reduce_warps=snippet(
+            "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0
+        ),
+    )
 
 
 def snippet(code: str, level: int) -> str:

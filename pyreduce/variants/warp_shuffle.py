@@ -20,9 +20,8 @@ import dataclasses
 
 from ..codegen import render
 from ..spec import KernelSpec
-from ._blocks import (
-    combine, fold_items, prelude, shared_decl, shared_load, snippet, store, warp_reduce, zero,
-)
+from ._blocks import block_fold, prelude, shared_decl, snippet, store
+
 
 @dataclasses.dataclass(frozen=True)
 class Options:
@@ -30,92 +29,6 @@ class Options:
     #: warp tiles loaded per loop iteration before any is reduced: more bytes in
     #: flight per warp, and independent shuffle chains to overlap
     tiles: int = 1
-
-
-def _multi_tile(spec: KernelSpec, dialect, src: str, tiles: int, vector: int,
-                accs: bool) -> str:
-    """A loop over ``tiles`` warp tiles at a time: all loads first, then the
-    reductions, then the tiles folded into ``acc`` in order."""
-    w, i = spec.warp, spec.items
-    loads, reduces, folds = [], [], []
-    for u in range(tiles):
-        loads.append(f"i = base + {u * w * i} + lane * {i}")
-        loads.append(fold_items(spec, f"t{u}", "i", None, src, vector=vector, accs=accs))
-        reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
-        first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
-            else f"acc = {combine('acc', f't{u}')}"
-        folds.append(first)
-    body = "\n".join(loads + reduces + folds) + f"\nhave = True\nbase += {tiles * w * i}"
-    return f"while base + {tiles * w * i} <= end:\n" + snippet(body, 1)
-
-
-def _block_result(
-    spec: KernelSpec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
-    vector: int = 1, accs: bool = False,
-) -> str:
-    """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
-    ``n``) in ``v`` of thread 0. Uses locals ``tid``, ``lane``, ``warp``, ``partials``.
-    Full warp tiles are read ``vector`` elements at a time; ``accs``: ``src`` holds
-    accumulator values, not elements."""
-    w, i = spec.warp, spec.items
-    return render(
-        """
-        bend = min(${bstart} + ${chunk}, ${n})
-        wchunk = ${chunk} // ${NW}
-        start = ${bstart} + warp * wchunk
-        end = min(start + wchunk, bend)
-        acc = ${zero}
-        have = False
-        base = start
-        ${multi}
-        while base + ${WTILE} <= end:
-            i = base + lane * ${I}
-        ${fold_full}
-        ${reduce_full}
-            if have:
-                acc = ${combine_acc}
-            else:
-                acc = v
-            have = True
-            base += ${WTILE}
-        if base < end:
-            i = base + lane * ${I}
-            v = ${zero}
-            if i < end:
-        ${fold_tail}
-            lanes = (end - base + ${I1}) // ${I}
-        ${reduce_tail}
-            if have:
-                acc = ${combine_acc}
-            else:
-                acc = v
-        if lane == 0:
-        ${store_partial}
-        ${sync}
-        v = ${zero}
-        if warp == 0:
-            # warps holding data form a prefix of the block
-            used = min((bend - ${bstart} + wchunk - 1) // wchunk, ${NW})
-            if lane < used:
-                v = ${load_partial}
-        ${reduce_warps}
-        """,
-        src=src, n=n, bstart=bstart, chunk=chunk,
-        multi=_multi_tile(spec, dialect, src, tiles, vector, accs) if tiles > 1 else "",
-        zero=zero(spec),
-        store_partial=snippet(store(spec, "partials", "warp", "acc", shared=True), 1),
-        load_partial=shared_load(spec, "partials", "lane"),
-        W=w, I=i, I1=i - 1, NW=spec.warps, WTILE=w * i,
-        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs), 1),
-        reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
-        combine_acc=combine("acc", "v"),
-        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs), 2),
-        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
-        sync=dialect.syncthreads(),
-        reduce_warps=snippet(
-            "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0
-        ),
-    )
 
 
 def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
@@ -135,8 +48,8 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         tid=dialect.thread_idx(),
         W=spec.warp,
         shared=snippet(shared_decl(spec, dialect, "partials", spec.warps), 1),
-        body=snippet(_block_result(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
-                                   "chunk", options.tiles, spec.vector, accs=spec.finish), 1),
+        body=snippet(block_fold(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
+                                "chunk", options.tiles, spec.vector, accs=spec.finish), 1),
     )
     head = prelude(spec, dialect) + head
     if not options.last_block:
@@ -169,7 +82,6 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         TILE=spec.tile, TILE1=spec.tile - 1,
         put_block=snippet(store(spec, "blocks", f"head + {dialect.block_idx()}", "v"), 1),
         put_out=snippet(store(spec, "out", "0", "v"), 2),
-        body=snippet(_block_result(spec, dialect, "blocks", "count", "0", "chunk2",
-                                   accs=True), 1),
+        body=snippet(block_fold(spec, dialect, "blocks", "count", "0", "chunk2", accs=True), 1),
     )
     return head + snippet(finish, 1) + "\n"

@@ -1,0 +1,410 @@
+"""axis= and segmented reductions on the GPU: a correctness check against NumPy
+and CuPy, then timings against CuPy (and ``cuda.compute``'s segmented_reduce
+when it imports), in one process on one GPU.
+
+    NUMBA_ENABLE_CUDASIM=0 python bench/axes.py run --out axes.json   # on the GPU machine
+    NUMBA_ENABLE_CUDASIM=0 python bench/axes.py check                 # the check alone
+    python bench/axes.py report axes.json     # writes docs/performance/axes.md
+
+``check`` (also the first part of ``run``) prints one ``ok``/``FAIL`` line per
+case and exits non-zero if any failed (``run`` then times nothing): row,
+column and gathered reductions of float32, int8 -> int64 and an order-sensitive
+user op over C, transposed, reversed and strided views, keepdims, initial,
+out=, an int8 matrix of more than 2**31 elements along each axis (64-bit
+indexing), and segmented reductions with empty, short, warp-sized and long
+segments, host and device offsets.
+
+``run`` then measures device time (CUDA events around back-to-back calls that
+leave the result on the device; :func:`_timing.device_seconds`) of
+
+* row and column sums (and max) of a 2**14 x 2**14 float32 matrix: pyreduce's
+  built-in op, pyreduce with a Python lambda, CuPy's ``x.sum(axis=...)``;
+* segmented sums of 2**26 float32 in segments of 1, 32, 1024 and 2**20
+  elements: pyreduce, CuPy (which has no segmented reduction: ``cupy.add.reduceat``
+  over the segment starts, the general formulation, and ``x.reshape(S,
+  size).sum(axis=1)``, which only equal segments allow), and
+  ``cuda.compute.make_segmented_reduce`` with begin and end offsets;
+
+GB/s are input bytes over device time; the copy ceiling (read + write of a
+device-to-device copy) is recorded next to them. Each timed call's answer is
+checked first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import device_seconds  # noqa: E402
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "performance")
+ROWS, COLS = 2**14, 2**14
+SEGMENTED_N = 2**26
+SEGMENT_SIZES = [1, 32, 1024, 2**20]
+P = 1000003
+
+
+def affine(u, v):
+    """Affine maps mod P packed as a*P + b, composed: associative, not commutative."""
+    ua, ub = u // 1000003, u % 1000003
+    va, vb = v // 1000003, v % 1000003
+    return ((va * ua) % 1000003) * 1000003 + (va * ub + vb) % 1000003
+
+
+def last_nonzero(a, b):
+    return b if b != 0 else a
+
+
+# --------------------------------------------------------------------------
+# The check
+
+
+class Checker:
+    def __init__(self):
+        self.failures = 0
+
+    def case(self, name, fn):
+        try:
+            got, want, exact = fn()
+            got, want = _host(got), _host(want)
+            if exact:
+                ok = got.shape == want.shape and got.dtype == want.dtype and \
+                    np.array_equal(got, want, equal_nan=got.dtype.kind == "f")
+            else:
+                ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-3)
+            detail = "" if ok else f": got {got.ravel()[:4]} {got.shape} {got.dtype}, " \
+                                   f"want {want.ravel()[:4]} {want.shape} {want.dtype}"
+        except Exception:
+            ok, detail = False, ": raised\n" + traceback.format_exc()
+        self.failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name}{detail}", flush=True)
+
+
+def _host(a):
+    if hasattr(a, "get") and not isinstance(a, np.ndarray):
+        return np.asarray(a.get())
+    if hasattr(a, "copy_to_host"):
+        return a.copy_to_host()
+    return np.asarray(a)
+
+
+def _fold_rows(x: np.ndarray, op, axis) -> np.ndarray:
+    """functools.reduce over each row of x.transpose(kept + reduced), on the host."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % x.ndim for a in axes)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    shape = [x.shape[a] for a in kept]
+    rows = x.transpose(kept + sorted(axes)).reshape(int(np.prod(shape)), -1)
+    return np.array([functools.reduce(op, r.tolist()) for r in rows], x.dtype).reshape(shape)
+
+
+def check() -> int:
+    import cupy as cp
+
+    import pyreduce
+
+    c = Checker()
+    rng = np.random.default_rng(0)
+    f = cp.asarray(rng.standard_normal((1000, 3001)).astype(np.float32))
+    for axis in (0, 1, -1, (0, 1)):
+        c.case(f"float32 (1000, 3001) sum axis={axis}",
+               lambda: (pyreduce.sum(f, axis=axis), f.sum(axis=axis), False))
+        c.case(f"float32 (1000, 3001) max axis={axis}",
+               lambda: (pyreduce.max(f, axis=axis), f.max(axis=axis), True))
+    for name, view in [("transposed", f.T), ("reversed", f[::-1, ::-1]),
+                       ("strided", f[::3, 1::2]), ("offset by one", f[:, 1:])]:
+        for axis in (0, 1):
+            c.case(f"float32 {name} sum axis={axis}",
+                   lambda: (pyreduce.sum(view, axis=axis), view.sum(axis=axis), False))
+    c.case("keepdims and initial",
+           lambda: (pyreduce.sum(f, axis=0, keepdims=True, initial=2.0),
+                    f.sum(axis=0, keepdims=True) + 2, False))
+    out = cp.empty(1000, cp.float32)
+    c.case("out=", lambda: (pyreduce.max(f, axis=1, out=out) is out and out,
+                            f.max(axis=1), True))
+    i8 = cp.asarray(rng.integers(-128, 128, (37, 70001), dtype=np.int8))
+    for axis in (0, 1):
+        c.case(f"int8 -> int64 sum axis={axis}",
+               lambda: (pyreduce.sum(i8, axis=axis), i8.sum(axis=axis, dtype=cp.int64), True))
+    a = (rng.integers(1, P, (300, 257)) * P + rng.integers(0, P, (300, 257))).astype(np.int64)
+    da = cp.asarray(a)
+    for axis in (0, 1):
+        c.case(f"affine (order kept) axis={axis}",
+               lambda: (pyreduce.reduce(da, affine, axis=axis), _fold_rows(a, affine, axis), True))
+    cube = a[:, :255].reshape(300, 5, 51)
+    dcube = cp.asarray(cube)
+    c.case("affine (order kept) axis=(0, 2): a gather",
+           lambda: (pyreduce.reduce(dcube, affine, axis=(0, 2)),
+                    _fold_rows(cube, affine, (0, 2)), True))
+    c.case("affine transposed view axis=1",
+           lambda: (pyreduce.reduce(da.T, affine, axis=1), _fold_rows(a.T, affine, 1), True))
+    sparse = (rng.integers(1, 9, (64, 100003)) * (rng.random((64, 100003)) < 0.01))
+    c.case("last non-zero per row, long rows",
+           lambda: (pyreduce.reduce(cp.asarray(sparse), last_nonzero, axis=1),
+                    np.array([r[np.flatnonzero(r)[-1]] if r.any() else 0 for r in sparse]), True))
+    _check_big(c, cp, pyreduce)
+    _check_segments(c, cp, pyreduce, rng)
+    print(f"{c.failures} failures", flush=True)
+    return c.failures
+
+
+def _check_big(c, cp, pyreduce):
+    """More than 2**31 elements: 64-bit indices in the row, column and segment
+    kernels (each array about 2 GB, freed on return)."""
+    _check_big_rows(c, cp, pyreduce)
+    _check_big_columns(c, cp, pyreduce)
+
+
+def _check_big_rows(c, cp, pyreduce):
+    big = cp.ones((2, 2**30 + 3), cp.int8)
+    big[1, -1] = 3
+    c.case("int8 (2, 2**30 + 3) sum axis=1 (rows, parts)",
+           lambda: (pyreduce.sum(big, axis=1), big.sum(axis=1, dtype=cp.int64), True))
+
+
+def _check_big_columns(c, cp, pyreduce):
+    tall = cp.ones((2**16 + 1, 2**15 + 3), cp.int8)
+    tall[-1, 5] = 7
+    c.case("int8 (2**16 + 1, 2**15 + 3) sum axis=0 (columns)",
+           lambda: (pyreduce.sum(tall, axis=0), tall.sum(axis=0, dtype=cp.int64), True))
+    flat = tall.reshape(-1)
+    cut = [0, 5, 2**31 + 7, flat.size]
+    offsets = cp.asarray(np.array(cut, np.int64))
+    want = cp.asarray([flat[a:b].sum(dtype=cp.int64) for a, b in zip(cut[:-1], cut[1:])])
+    c.case("int8 segments past 2**31",
+           lambda: (pyreduce.segmented_reduce(flat, offsets, "add", dtype=np.int64), want, True))
+
+
+def _check_segments(c, cp, pyreduce, rng):
+    lengths = rng.integers(0, 3000, 5000)
+    lengths[::7] = 0
+    lengths[3] = 300000
+    off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    x = rng.standard_normal(int(off[-1])).astype(np.float32)
+    dx, doff = cp.asarray(x), cp.asarray(off)
+    csum = np.concatenate([[0.0], np.cumsum(x.astype(np.float64))])
+    want = csum[off[1:]] - csum[off[:-1]]
+    c.case("segments: float32 sum, host offsets",
+           lambda: (pyreduce.segmented_reduce(dx, off, "add"), want, False))
+    c.case("segments: float32 sum, device offsets",
+           lambda: (pyreduce.segmented_reduce(dx, doff, "add"), want, False))
+    wmax = np.array([x[a:b].max() if b > a else -np.inf for a, b in zip(off[:-1], off[1:])],
+                    np.float32)
+    c.case("segments: max with identity -inf",
+           lambda: (pyreduce.segmented_reduce(dx, doff, "max", identity=-np.inf), wmax, True))
+    small = lengths[:200] % 40
+    so = np.concatenate([[0], np.cumsum(small)]).astype(np.int64)
+    av = (rng.integers(1, P, int(so[-1])) * P + rng.integers(0, P, int(so[-1]))).astype(np.int64)
+    wa = np.array([functools.reduce(affine, av[a:b].tolist(), P) for a, b in zip(so[:-1], so[1:])])
+    c.case("segments: affine (order kept), empty ones get the identity",
+           lambda: (pyreduce.segmented_reduce(cp.asarray(av), cp.asarray(so), affine, P), wa, True))
+    for size in SEGMENT_SIZES:
+        n = 2**22 if size < 2**20 else 2**23
+        y = cp.asarray(rng.standard_normal(n).astype(np.float32))
+        o = cp.arange(0, n + 1, size, dtype=cp.int64)
+        c.case(f"segments of {size}: sum",
+               lambda: (pyreduce.segmented_reduce(y, o, "add"),
+                        y.reshape(-1, size).sum(axis=1), False))
+
+
+# --------------------------------------------------------------------------
+# Timings
+
+
+def _meta() -> dict:
+    from compare import _meta as meta
+
+    return meta()
+
+
+def _segmented_calls(x, size: int):
+    """``{library: call}`` for segments of ``size``: each leaves its result on the
+    device."""
+    import cupy as cp
+
+    import pyreduce
+
+    S = x.size // size
+    offsets = cp.arange(0, x.size + 1, size, dtype=cp.int64)
+    starts, ends = offsets[:-1], offsets[1:]
+    calls = {
+        "pyreduce": lambda: pyreduce.segmented_reduce(x, offsets, "add"),
+        "pyreduce-lambda": lambda: pyreduce.segmented_reduce(x, offsets, lambda a, b: a + b,
+                                                             np.float32(0)),
+        "cupy reduceat": lambda: cp.add.reduceat(x, starts),
+        "cupy reshape-sum": lambda: x.reshape(S, size).sum(axis=1),
+    }
+    cc = _cuda_compute_segmented(x, starts, ends, S)
+    if cc is not None:
+        calls["cuda.compute"] = cc
+    return calls
+
+
+def _cuda_compute_segmented(x, starts, ends, S):
+    try:
+        import cuda.compute as cc
+    except Exception:  # not installed, or no bindings for this CUDA
+        return None
+    import cupy as cp
+
+    out = cp.empty(S, dtype=x.dtype)
+    init = np.zeros(1, x.dtype)
+    args = dict(d_in=x, d_out=out, op=cc.OpKind.PLUS, num_segments=S, start_offsets_in=starts,
+                end_offsets_in=ends, h_init=init)
+    try:
+        reducer = cc.make_segmented_reduce(x, out, starts, ends, cc.OpKind.PLUS, init)
+        nbytes = reducer(temp_storage=None, **args)
+        tmp = cp.empty(max(1, nbytes), dtype=cp.uint8)
+
+        def call():
+            reducer(temp_storage=tmp, **args)
+            return out
+
+        call()
+        return call
+    except Exception:  # an API this version does not have
+        traceback.print_exc()
+        return None
+
+
+def _matrix_calls(x, axis: int):
+    """``{library: (call, reference)}`` for the matrix along ``axis``."""
+    import pyreduce
+
+    return {
+        "pyreduce sum": (lambda: pyreduce.sum(x, axis=axis), lambda: x.sum(axis=axis)),
+        "pyreduce-lambda sum": (lambda: pyreduce.reduce(x, lambda a, b: a + b, axis=axis),
+                                lambda: x.sum(axis=axis)),
+        "cupy sum": (lambda: x.sum(axis=axis), lambda: x.sum(axis=axis)),
+        "pyreduce max": (lambda: pyreduce.max(x, axis=axis), lambda: x.max(axis=axis)),
+        "cupy max": (lambda: x.max(axis=axis), lambda: x.max(axis=axis)),
+    }
+
+
+def _close(got, want) -> bool:
+    got, want = _host(got), _host(want)
+    return got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-3, atol=1e-2))
+
+
+def run(out: str) -> int:
+    import cupy as cp
+
+    import pyreduce
+    from compare import copy_ceiling
+
+    failures = check()
+    if failures:
+        print("the check failed: nothing timed", flush=True)
+        return 1
+    meta = _meta()
+    meta["ceiling_GBps"] = copy_ceiling()
+    rows = []
+    x = cp.random.default_rng(1).standard_normal((ROWS, COLS), dtype=cp.float32)
+    for axis, what in ((1, "rows"), (0, "columns")):
+        for lib, (call, ref) in _matrix_calls(x, axis).items():
+            ok = _close(call(), ref())
+            sec = device_seconds(call, reps=10)
+            plan = _plan(pyreduce, x, axis) if lib.startswith("pyreduce") else ""
+            rows.append(dict(case=f"{what} of {ROWS}x{COLS} float32", lib=lib, us=sec * 1e6,
+                             GBps=x.nbytes / sec / 1e9, correct=ok, plan=plan))
+            _print(rows[-1])
+    del x
+    y = cp.random.default_rng(2).standard_normal(SEGMENTED_N, dtype=cp.float32)
+    for size in SEGMENT_SIZES:
+        want = y.reshape(-1, size).sum(axis=1)
+        for lib, call in _segmented_calls(y, size).items():
+            ok = _close(call(), want)
+            sec = device_seconds(call, reps=10)
+            rows.append(dict(case=f"segments of {size}", lib=lib, us=sec * 1e6,
+                             GBps=y.nbytes / sec / 1e9, correct=ok, plan=""))
+            _print(rows[-1])
+    with open(out, "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    return 0 if all(r["correct"] for r in rows) else 1
+
+
+def _plan(pyreduce, x, axis) -> str:
+    from pyreduce.batch import describe_plan
+
+    return describe_plan(pyreduce.explain(x, "add", axis=axis).plan)
+
+
+def _print(row):
+    print(f"{row['case']:>28}  {row['lib']:<20} {row['us']:9.1f} us  {row['GBps']:7.0f} GB/s"
+          + ("" if row["correct"] else "  WRONG") + (f"  [{row['plan']}]" if row["plan"] else ""),
+          flush=True)
+
+
+# --------------------------------------------------------------------------
+# The report
+
+
+def report(path: str) -> str:
+    with open(path) as f:
+        data = json.load(f)
+    meta, rows = data["meta"], data["rows"]
+    versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+    out = [
+        "<!-- written by bench/axes.py report; do not edit -->",
+        f"Measured on {meta['gpu']}, {meta['date']} ({versions}). Device time per "
+        "call (CUDA events around back-to-back calls, result left on the device), as "
+        "GB/s of input read and microseconds. Copy ceiling (read + write of a "
+        f"device-to-device copy): {meta['ceiling_GBps']:.0f} GB/s.",
+    ]
+    matrix = [r for r in rows if not r["case"].startswith("segments")]
+    segments = [r for r in rows if r["case"].startswith("segments")]
+    out += _table(matrix) + _table(segments)
+    plans = [(r["case"], r["lib"], r["plan"]) for r in rows if r.get("plan")]
+    if plans:
+        out += ["", "Kernels pyreduce chose:", ""]
+        out += [f"* {case} ({lib}): {plan}" for case, lib, plan in plans]
+    out += ["", "CuPy has no segmented reduction: `cupy.add.reduceat` over the segment "
+            "starts is its general formulation; `reshape-sum` needs equal segments."]
+    return "\n".join(out) + "\n"
+
+
+def _table(rows) -> list:
+    if not rows:
+        return []
+    libs = list(dict.fromkeys(r["lib"] for r in rows))
+    out = ["", "| case | " + " | ".join(libs) + " |", "|---" * (len(libs) + 1) + "|"]
+    for case in dict.fromkeys(r["case"] for r in rows):
+        cells = []
+        for lib in libs:
+            r = next((r for r in rows if r["case"] == case and r["lib"] == lib), None)
+            cells.append("-" if r is None else f"{r['GBps']:.0f} GB/s, {r['us']:.0f} us"
+                         + ("" if r["correct"] else " (wrong)"))
+        out.append(f"| {case} | " + " | ".join(cells) + " |")
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    sub.add_parser("check")
+    g = sub.add_parser("report")
+    g.add_argument("path")
+    g.add_argument("--to", default=os.path.join(DOCS, "axes.md"))
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        return run(args.out)
+    if args.cmd == "check":
+        return 1 if check() else 0
+    text = report(args.path)
+    with open(args.to, "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The CPU backend's reductions to many values: ``axis=`` and segments.
+
+Built-in ops go to NumPy (``ufunc.reduce`` with ``axis=`` and the accumulator as
+``dtype``; ``ufunc.reduceat`` over the non-empty segments), which has their
+semantics (:mod:`pyreduce.ops`). Every other op runs generated ``njit`` loops
+that keep the order: an ``axis=`` reduction is first viewed as an ``(M, K)``
+array (``x.transpose(kept + reduced).reshape(M, K)``, a copy only where NumPy
+needs one), then
+
+* where each row is contiguous, every row goes through the backend's ordered
+  ``fold`` (:func:`pyreduce.backends.cpu.fold_source`);
+* otherwise the rows are walked together, ``k`` outer and ``m`` inner, so that
+  the loads follow memory, each output still folded in ``k`` order.
+
+Rows (segments) are split into one contiguous range per core when there is
+enough work; a few long rows are each reduced by the parallel 1-D path instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cache import KERNELS
+from ..codegen import compile_module, render
+from .cpu import PARALLEL_MIN, UFUNCS
+from .opcheck import njit_op
+
+__all__ = ["reduce_axes", "reduce_segments"]
+
+_SOURCE = """
+@njit(nogil=True)
+def rows(x, out, lo, hi):
+    for m in range(lo, hi):
+        out[m] = fold(x[m], 0, x.shape[1])
+
+
+@njit(nogil=True)
+def columns(x, out, lo, hi):
+    for m in range(lo, hi):
+        out[m] = acc_t(x[m, 0])
+    for k in range(1, x.shape[1]):
+        for m in range(lo, hi):
+            out[m] = acc_t(op(out[m], acc_t(x[m, k])))
+
+
+@njit(nogil=True)
+def segments(x, offsets, out, lo, hi):
+    for s in range(lo, hi):
+        if offsets[s + 1] > offsets[s]:
+            out[s] = fold(x, offsets[s], offsets[s + 1])
+
+
+@njit(nogil=True)
+def left(init, out):
+    for m in range(out.shape[0]):
+        out[m] = acc_t(op(init, out[m]))
+"""
+
+
+def _loops(cpu, monoid) -> dict:
+    """The compiled loops for ``monoid`` (``rows``, ``columns``, ``segments``,
+    ``left``), around the backend's ordered ``fold``."""
+    from numba import njit
+
+    def build():
+        namespace = {"njit": njit, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
+                     "fold": cpu.fold(monoid)}
+        compile_module(render(_SOURCE), f"<pyreduce cpu batch {monoid.dtype}>", namespace)
+        return {name: namespace[name] for name in ("rows", "columns", "segments", "left")}
+
+    return KERNELS.get(("cpu", "batch", monoid.cache_key), build)
+
+
+def _ufunc(monoid):
+    return UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
+
+
+def _ranges(cpu, count: int, work: int) -> list:
+    """``count`` outputs cut into one contiguous range per core when ``work``
+    elements make it worth the threads."""
+    parts = max(1, min(cpu.threads, count, work // PARALLEL_MIN))
+    bounds = [count * p // parts for p in range(parts + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _run(cpu, fn, ranges, *args) -> None:
+    if len(ranges) == 1:
+        fn(*args, *ranges[0])
+        return
+    futures = [cpu._executor().submit(fn, *args, lo, hi) for lo, hi in ranges]
+    for f in futures:
+        f.result()
+
+
+def _with_initial(cpu, monoid, out: np.ndarray, initial) -> np.ndarray:
+    if initial is not None:
+        _loops(cpu, monoid)["left"](monoid.dtype.type(initial), out)
+    return out
+
+
+def reduce_axes(cpu, host: np.ndarray, monoid, axes: tuple, initial) -> np.ndarray:
+    """The reduction of ``axes`` of ``host`` (every extent at least 1), as an
+    array of the kept axes' shape."""
+    acc = monoid.dtype
+    ufunc = _ufunc(monoid)
+    if ufunc is not None:
+        with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
+            result = ufunc.reduce(host, axis=axes, dtype=acc)
+            if initial is not None:
+                result = ufunc(acc.type(initial), result, dtype=acc)
+        return np.asarray(result, dtype=acc)
+    kept = [a for a in range(host.ndim) if a not in axes]
+    kept_shape = tuple(host.shape[a] for a in kept)
+    M = int(np.prod(kept_shape, dtype=np.int64))
+    x = host.transpose(kept + list(axes)).reshape(M, -1)
+    out = np.empty(M, acc)
+    loops = _loops(cpu, monoid)
+    if M < cpu.threads and x.size >= 2 * M * PARALLEL_MIN:
+        for m in range(M):  # a few long rows: each one in parallel pieces
+            out[m] = cpu.reduce(x[m], monoid)
+    else:
+        rowwise = abs(x.strides[1]) <= abs(x.strides[0])
+        _run(cpu, loops["rows" if rowwise else "columns"], _ranges(cpu, M, x.size), x, out)
+    return _with_initial(cpu, monoid, out, initial).reshape(kept_shape)
+
+
+def reduce_segments(cpu, x: np.ndarray, offsets: np.ndarray, monoid, initial,
+                    empty) -> np.ndarray:
+    """``x[offsets[i] : offsets[i + 1]]`` reduced for each ``i``; empty segments
+    get ``empty`` (validated offsets: non-decreasing, within ``x``)."""
+    acc = monoid.dtype
+    S = offsets.size - 1
+    out = np.empty(S, acc)
+    nonempty = offsets[1:] > offsets[:-1]
+    if not nonempty.all():
+        out[~nonempty] = empty
+    if not nonempty.any():
+        return out
+    ufunc = _ufunc(monoid)
+    if ufunc is not None:
+        starts = offsets[:-1][nonempty]
+        # consecutive non-empty segments tile x[starts[0]:end]: reduceat's runs
+        span = x[starts[0]:offsets[-1]]
+        with np.errstate(all="ignore"):
+            values = ufunc.reduceat(span, starts - starts[0], dtype=acc)
+            if initial is not None:
+                values = ufunc(acc.type(initial), values, dtype=acc)
+        out[nonempty] = values
+        return out
+    filled = np.empty(S, acc)
+    _run(cpu, _loops(cpu, monoid)["segments"], _ranges(cpu, S, x.size), x, offsets, filled)
+    out[nonempty] = _with_initial(cpu, monoid, filled[nonempty], initial)
+    return out

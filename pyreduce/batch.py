@@ -1,0 +1,307 @@
+"""Plans for many reductions in one launch: the rows or columns of an ``axis=``
+reduction (a :class:`pyreduce.axes.Strided` description) and the segments of
+``segmented_reduce``.
+
+A :class:`BatchPlan` knows its :class:`~pyreduce.driver.Schedule`: the kernels,
+their grids and arguments, the scratch they share, so the driver runs it as it
+runs a 1-D plan. ``OUTPUT`` is ``M`` elements, one per row, column or segment.
+Every kernel takes ``init``, a one-element scratch buffer the driver fills per
+call with the initial value (or, for segments, the identity that an empty
+segment returns).
+
+Which kernel (:mod:`pyreduce.variants.segments`, :mod:`pyreduce.variants.columns`):
+
+rows (the reduced elements of an output are one run, ``|ks| == 1``, or no
+layout is better)
+    ``K <= THREAD_MAX``: a thread per row. Rows of at most two warp tiles, or of
+    at most ``WARP_TILES`` when there are at least half as many rows as the GPU
+    holds warps at once: a warp per row. Longer rows: a block per row; when there are fewer rows than
+    twice the blocks resident at once, each row is cut into parts, one block
+    each, and a warp per row folds the parts' partials in a second launch.
+columns (the *outputs* are adjacent, ``si == 1``, the reduced elements are
+not, and a row of outputs fills a warp)
+    a thread per ``items`` neighbouring outputs, walking the reduced index in
+    order: each warp's loads of a row are adjacent. When the outputs give fewer
+    blocks than twice the resident ones, the reduced range is cut into parts (a
+    block row each) and the same kernel reduces the parts' partials.
+segments
+    chosen like rows, by the average segment length: a thread, a warp or a
+    block per segment, with parts for few long segments.
+
+Vector loads apply where every row starts on an aligned address (rows, unit
+stride; columns, adjacent outputs), never to segments, whose starts are data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .axes import Strided
+from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
+from .planner import DeviceInfo, Tuning, default_items, vector_width
+from .spec import BatchSpec
+
+__all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "WARP_TILES"]
+
+#: rows (segments) of at most this many elements, on average, get a thread each
+THREAD_MAX = 4
+#: rows of at most this many warp tiles get a warp each when rows are plenty
+WARP_TILES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """``kind`` (``rows``, ``columns`` or ``segments``), the first pass's
+    ``spec`` and ``grid``, the ``parts`` each output is cut into (1: no
+    finishing pass), ``outputs`` (``M``) and the :class:`~pyreduce.driver.Schedule`."""
+
+    kind: str
+    spec: BatchSpec
+    grid: int
+    parts: int
+    outputs: int
+    schedule: Schedule
+    #: backend name -> pyreduce.driver.Executable, built on first use
+    executables: dict = dataclasses.field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+
+    @property
+    def passes(self) -> int:
+        return len(self.schedule.steps)
+
+    @property
+    def finish(self) -> BatchSpec | None:
+        steps = self.schedule.steps
+        return steps[1].spec if len(steps) > 1 else None
+
+
+_plans: dict = {}
+
+
+def clear_plans() -> None:
+    _plans.clear()
+
+
+def _memo(key, make):
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) > 4096:
+            _plans.clear()
+        plan = _plans[key] = make()
+    return plan
+
+
+class _Shape:
+    """The launch shape the tuning and the device give: warp, block, items."""
+
+    def __init__(self, in_dtype, device: DeviceInfo, tuning: Tuning):
+        if tuning.variant != "auto":
+            raise ValueError(f"variant={tuning.variant!r} selects a kernel of the 1-D "
+                             "reduction; it does not apply to axis= or segmented reductions")
+        self.device, self.tuning = device, tuning
+        self.warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
+        self.block = tuning.block_size or max(device.default_block, self.warp)
+        self.items = tuning.items_per_thread or default_items(in_dtype)
+        if self.block % self.warp:
+            raise ValueError(f"block size {self.block} is not a multiple of warp size "
+                             f"{self.warp}")
+        #: blocks worth launching at once before outputs are split into parts
+        self.target = (2 * device.max_grid(self.block) if tuning.max_blocks is None
+                       else int(tuning.max_blocks))
+        self.resident_warps = device.sm_count * device.max_threads_per_sm // self.warp
+
+    def narrow_block(self, threads: int) -> int:
+        """The block size for ``threads`` useful threads: no wider than needed
+        (at least a warp), unless the call named one."""
+        if self.tuning.block_size:
+            return self.block
+        return min(self.block, max(self.warp, 1 << max(0, threads - 1).bit_length()))
+
+    def group(self, length: float, count: int) -> str:
+        """What reduces one of ``count`` rows of ``length`` elements (on average)."""
+        wtile = self.warp * self.items
+        if length <= THREAD_MAX:
+            return "thread"
+        if length <= 2 * wtile or (length <= WARP_TILES * wtile
+                                   and count >= self.resident_warps // 2):
+            return "warp"
+        return "block"
+
+    def parts(self, count: int, length: float, unit: int) -> int:
+        """How many parts each of ``count`` outputs is cut into: enough for
+        ``target`` blocks, each at least ``unit`` elements long."""
+        if count >= self.target:
+            return 1
+        return max(1, min(-(-self.target // count), int(-(-length // unit))))
+
+
+def _pow2_alignment(align: int, itemsize: int, *element_offsets: int) -> int:
+    """The alignment (bytes, at most ``align``) every address ``base + e * itemsize``
+    has, for the element offsets given (zero ones say nothing)."""
+    for e in element_offsets:
+        b = abs(e) * itemsize
+        if b:
+            align = min(align, b & -b)
+    return align
+
+
+def _finish_spec(kind, acc_dtype, op_key, shape: _Shape, initial: bool, outputs: int,
+                 source="rows"):
+    """The finishing pass over the parts' partials: a warp per output for rows
+    and segments, the columns kernel for columns."""
+    items = default_items(acc_dtype) if shape.tuning.items_per_thread is None else shape.items
+    if kind == "columns":
+        family, group, block = "columns", "block", shape.narrow_block(-(-outputs // items))
+    else:
+        family, group, block = "segments", "warp", shape.narrow_block(outputs * shape.warp)
+    return BatchSpec(family, acc_dtype, acc_dtype, op_key, block, shape.warp, items,
+                     1, group, source, True, False, initial, True)
+
+
+def plan_strided(d: Strided, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
+                 device: DeviceInfo, tuning: Tuning = Tuning(), initial: bool = False,
+                 align: int = 0) -> BatchPlan:
+    """The plan for an ``axis=`` reduction described by ``d`` (``M, K >= 1``), on a
+    1-D input whose first element is ``align``-byte aligned (0: unknown)."""
+    key = ("strided", d, in_dtype.char, acc_dtype.char, op_key, device.key, device.warp,
+           tuning, initial, align)
+    return _memo(key, lambda: _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning,
+                                            initial, align))
+
+
+def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align):
+    shape = _Shape(in_dtype, device, tuning)
+    columns = (abs(d.ks) != 1 and d.M > 1 and d.Mi >= shape.warp
+               and abs(d.si) < abs(d.ks))
+    if columns:
+        return _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align)
+    return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align)
+
+
+def _descriptor(d: Strided) -> tuple:
+    return (d.off, d.M, d.Mi, d.so, d.si, d.K, d.ks)
+
+
+def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPlan:
+    group = shape.group(d.K, d.M)
+    unit = d.ks == 1
+    block, items, vector, parts = shape.block, shape.items, 1, 1
+    wanted = shape.tuning.vector_loads
+    if group == "thread":
+        block = shape.narrow_block(d.M)
+        grid = -(-d.M // block)
+        if wanted:  # a thread reads its row one element at a time
+            vector_width(items, in_dtype, 0, shape.device, True)
+    else:
+        rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.si) if unit else 0
+        vector = vector_width(items, in_dtype, rows_align, shape.device, wanted)
+        if group == "warp":
+            block = shape.narrow_block(d.M * shape.warp)
+            grid = -(-d.M // (block // shape.warp))
+        else:
+            tile = block * items
+            parts = shape.parts(d.M, d.K, tile)
+            chunk = -(-(-(-d.K // parts)) // tile) * tile
+            parts = -(-d.K // chunk)  # every part holds elements
+            grid = d.M * parts
+    split = parts > 1
+    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
+                     vector, group, "rows", unit, split, initial and not split)
+    desc = _descriptor(d)
+    init = Ref("init", 0, 1)
+    grain = block * items
+    first_out = Ref("partials", 0, d.M * parts) if split else OUTPUT
+    steps = [Step(spec, grid, (INPUT, *desc, parts, grain, first_out, init))]
+    buffers = [("init", 1, acc_dtype, False)]
+    if split:
+        fin = _finish_spec("rows", acc_dtype, op_key, shape, initial, d.M)
+        fgrid = -(-d.M // fin.warps)
+        steps.append(Step(fin, fgrid, (first_out, *desc, parts, grain, OUTPUT, init)))
+        buffers.append(("partials", d.M * parts, acc_dtype, False))
+    return BatchPlan("rows", spec, grid, parts, d.M,
+                     Schedule(tuple(buffers), tuple(steps), init, d.M))
+
+
+def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPlan:
+    from .variants.columns import ROWS
+
+    items = shape.items
+    unit = d.si == 1
+    rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.ks) if unit else 0
+    vector = vector_width(items, in_dtype, rows_align, shape.device, shape.tuning.vector_loads)
+    block = shape.narrow_block(-(-d.Mi // items))
+    tiles = -(-d.Mi // (block * items))
+    blocks = d.Mo * tiles
+    parts = shape.parts(blocks, d.K, ROWS)
+    rows = -(-d.K // parts)
+    parts = -(-d.K // rows)
+    split = parts > 1
+    spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
+                     vector, "block", "rows", unit, split, initial and not split)
+    init = Ref("init", 0, 1)
+    first_out = Ref("partials", 0, d.M * parts) if split else OUTPUT
+    steps = [Step(spec, blocks * parts, (INPUT, *_descriptor(d), parts, 0, first_out, init))]
+    buffers = [("init", 1, acc_dtype, False)]
+    if split:
+        fin = _finish_spec("columns", acc_dtype, op_key, shape, initial, d.M)
+        fgrid = -(-d.M // (fin.block * fin.items))
+        # the partials are `parts` rows of M: a columns problem of its own
+        desc = (0, d.M, d.M, 0, 1, parts, d.M)
+        steps.append(Step(fin, fgrid, (first_out, *desc, 1, 0, OUTPUT, init)))
+        buffers.append(("partials", d.M * parts, acc_dtype, False))
+    return BatchPlan("columns", spec, blocks * parts, parts, d.M,
+                     Schedule(tuple(buffers), tuple(steps), init, d.M))
+
+
+def plan_segments(segments: int, n: int, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
+                  device: DeviceInfo, tuning: Tuning = Tuning(),
+                  initial: bool = False) -> BatchPlan:
+    """The plan for ``segments >= 1`` segments of a 1-D input of ``n`` elements."""
+    key = ("segments", segments, n, in_dtype.char, acc_dtype.char, op_key, device.key,
+           device.warp, tuning, initial)
+    return _memo(key, lambda: _plan_segments(segments, n, in_dtype, acc_dtype, op_key,
+                                             device, tuning, initial))
+
+
+def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial) -> BatchPlan:
+    shape = _Shape(in_dtype, device, tuning)
+    if tuning.vector_loads:  # segment starts are data: no alignment to rely on
+        vector_width(shape.items, in_dtype, 0, device, True)
+    average = n / S
+    group = shape.group(average, S)
+    block, parts = shape.block, 1
+    if group == "thread":
+        block = shape.narrow_block(S)
+        grid = -(-S // block)
+    elif group == "warp":
+        block = shape.narrow_block(S * shape.warp)
+        grid = -(-S // (block // shape.warp))
+    else:
+        parts = shape.parts(S, average, block * shape.items)
+        grid = S * parts
+    split = parts > 1
+    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, shape.items,
+                     1, group, "offsets", True, split, initial and not split)
+    init = Ref("init", 0, 1)
+    grain = block * shape.items
+    first_out = Ref("partials", 0, S * parts) if split else OUTPUT
+    steps = [Step(spec, grid, (INPUT, n, OFFSETS, S, parts, grain, first_out, init))]
+    buffers = [("init", 1, acc_dtype, False)]
+    if split:
+        fin = _finish_spec("segments", acc_dtype, op_key, shape, initial, S, "offsets")
+        steps.append(Step(fin, -(-S // fin.warps),
+                          (first_out, n, OFFSETS, S, parts, grain, OUTPUT, init)))
+        buffers.append(("partials", S * parts, acc_dtype, False))
+    return BatchPlan("segments", spec, grid, parts, S,
+                     Schedule(tuple(buffers), tuple(steps), init, S))
+
+
+def describe_plan(plan: BatchPlan) -> str:
+    """One line: the kind, the first pass's kernel and grid, the parts."""
+    parts = f", {plan.parts} parts per output then {plan.finish.label}" if plan.parts > 1 else ""
+    return (f"{plan.kind}: {plan.spec.label}; grid {plan.grid} x {plan.spec.block} threads "
+            f"for {plan.outputs} outputs{parts}")
+

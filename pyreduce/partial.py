@@ -1,0 +1,250 @@
+"""Reductions to many values: ``axis=`` reductions that keep some axes, and
+``segmented_reduce``. From a validated call to its result.
+
+Where the result goes (:class:`Result`): the caller's ``out=`` if given; else a
+device array of the input's own library when the input lives on a device (or
+``device_result=True``) and a GPU backend runs it; else a NumPy array.
+
+How the input reaches the kernels (:func:`device_layout`): a device input is
+read in place, through the 1-D window of its memory that
+:func:`pyreduce.axes.describe` names, whenever its strides give a rows or columns
+description; otherwise it is gathered into C order of ``kept + reduced`` first.
+A host input is uploaded as it lies in memory when that window holds no more
+than its elements (a transposed or reversed array is not transposed on the
+host), else as a dense copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import backends
+from .axes import describe, result_shape, span_view
+from .backends.base import check_out
+from .batch import plan_segments, plan_strided
+from .dtypes import bfloat16_to_float32, is_bfloat16
+from .interop import inspect
+from .ops import Monoid, cast_value
+
+__all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_segments",
+           "device_layout", "validate_offsets"]
+
+
+class Result:
+    """Where a result of ``shape`` goes, and how it is returned (see the module
+    docstring). Every way of producing it ends in :meth:`host` or :meth:`launch`."""
+
+    def __init__(self, be, dtype: np.dtype, shape: tuple, info, out, device_result: bool,
+                 stream):
+        if out is not None and device_result:
+            raise ValueError("pass out= or device_result=True, not both")
+        self.be, self.dtype, self.shape, self.stream = be, dtype, shape, stream
+        self.host_out = self.user = self.buffer = None
+        if isinstance(out, np.ndarray):
+            check_out(out.shape, out.dtype, dtype, shape)
+            self.host_out = out
+            return
+        if be.name == "cpu":
+            if out is not None or device_result:
+                what = "device_result=True" if device_result else "a device out= array"
+                raise ValueError(f"{what} needs a GPU backend, not 'cpu'")
+            return
+        if out is not None:
+            self.user, self.buffer = out, be.out_buffer(out, dtype, shape)
+        elif device_result or info.on_device:
+            self.user, self.buffer = be.new_result(dtype, stream, info, shape)
+
+    def host(self, values: np.ndarray):
+        """The result from values computed (or known) on the host."""
+        values = np.asarray(values, dtype=self.dtype).reshape(self.shape)
+        if self.buffer is not None:
+            self.be.put_array(self.buffer, values.reshape(-1), self.stream)
+            return self.user
+        if self.host_out is not None:
+            self.host_out[...] = values
+            return self.host_out
+        return values
+
+    def fill(self, value):
+        """Every element ``value`` (nothing to compute: an empty reduction)."""
+        return self.host(np.full(self.shape, value, dtype=self.dtype))
+
+    def launch(self, run, src, init, offsets=None):
+        """The result of an :class:`~pyreduce.driver.Executable`: written in place
+        on the device, or read back."""
+        if self.buffer is not None:
+            run(src, self.stream, init, self.buffer, offsets)
+            return self.user
+        return self.host(run(src, self.stream, init, None, offsets))
+
+
+def _to_host(info) -> np.ndarray:
+    from .api import _to_host as to_host  # late: api imports this module
+
+    return to_host(info)
+
+
+def _host_input(info) -> np.ndarray:
+    """The input on the host, as the cpu backend folds it (bfloat16 as float32)."""
+    host = info.host if info.host is not None else _to_host(info)
+    return bfloat16_to_float32(host) if is_bfloat16(info.dtype) else host
+
+
+def device_layout(be, info, axes: tuple, stream):
+    """``(window, Strided)``: the input on the device as a 1-D window and the
+    description of the reduction over it (see the module docstring)."""
+    ndim = len(info.shape)
+    kept = tuple(a for a in range(ndim) if a not in axes)
+    perm = kept + axes
+    itemsize = info.dtype.itemsize
+    last = tuple(range(len(kept), ndim))  # the reduced axes after the permutation
+    if info.on_device:
+        strides = be.input_strides(info)
+        d = None if strides is None else describe(info.shape, strides, itemsize, axes)
+        if d is not None:
+            return be.input_span(info, d.off, d.span, stream), d
+        flat = be.gather_input(info, perm, stream)
+        shape = tuple(info.shape[a] for a in perm)
+        return flat, describe(shape, _c_strides(shape, itemsize), itemsize, last)
+    host = info.host
+    d = describe(host.shape, host.strides, itemsize, axes)
+    if d is None or d.span > host.size:  # a sliced view: upload only its elements
+        host = np.array(host, order="K")
+        d = describe(host.shape, host.strides, itemsize, axes)
+    if d is None:  # no strided description: rows of the reduced elements
+        host = np.ascontiguousarray(host.transpose(perm))
+        d = describe(host.shape, host.strides, itemsize, last)
+    return be.upload(span_view(host, d.off, d.span), stream), d
+
+
+def _c_strides(shape, itemsize) -> tuple:
+    return tuple(itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
+
+
+class Batched:
+    """A reduction to many values with every decision taken: the backend and, on
+    a GPU backend with work to do, the device and the
+    :class:`~pyreduce.batch.BatchPlan`. ``run()`` performs it;
+    :func:`pyreduce.explain` reads it."""
+
+    def __init__(self, backend, run, device=None, plan=None, monoid=None):
+        self.backend, self.run, self.device, self.plan = backend, run, device, plan
+        self.monoid = monoid
+
+
+def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
+                 tuning, stream, device_result: bool, out) -> Batched:
+    """Plan the reduction of ``axes`` (normalised, not all of them) of the
+    inspected input (nothing runs before ``run()``, except a device input's
+    gather)."""
+    if initial is not None:
+        initial = cast_value(initial, monoid.dtype, "initial")
+    be = backends.get(backend_name, on_device=info.on_device)
+    stream = be.launch_stream(stream, info)
+    shape = info.shape
+    result = Result(be, monoid.dtype, result_shape(shape, axes, keepdims), info, out,
+                    device_result, stream)
+    K = math.prod(shape[a] for a in axes)
+    if K == 0:  # NumPy raises here even when there are no outputs
+        value = initial if initial is not None else monoid.empty_result()
+        return Batched(be, lambda: result.fill(value))
+    if info.size == 0:
+        return Batched(be, lambda: result.fill(0))
+    if be.name == "cpu":
+        return Batched(be, lambda: result.host(
+            be.reduce_axes(_host_input(info), monoid, axes, initial)))
+    device = be.device(tuning.warp_size)
+    src, d = device_layout(be, info, axes, stream)
+    plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning,
+                        initial is not None, be.alignment(src))
+    return Batched(be, lambda: result.launch(be.executable(plan, monoid, device), src, initial),
+                   device, plan, monoid)
+
+
+def reduce_axes(*args) -> object:
+    """:func:`prepare_axes` and run."""
+    return prepare_axes(*args).run()
+
+
+def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning, stream,
+                    device_result: bool, out):
+    """``x[offsets[i] : offsets[i + 1]]`` reduced for every ``i`` (see
+    :func:`pyreduce.segmented_reduce`)."""
+    if len(info.shape) != 1:
+        raise ValueError(f"segmented_reduce needs a 1-D x, got shape {tuple(info.shape)}")
+    if initial is not None:
+        initial = cast_value(initial, monoid.dtype, "initial")
+    n = info.size
+    off_info = inspect(offsets)
+    if len(off_info.shape) != 1 or off_info.size < 1:
+        raise ValueError(f"offsets must be a 1-D array of S + 1 segment boundaries "
+                         f"(at least one), got shape {tuple(off_info.shape)}")
+    has_identity = monoid.identity is not None and monoid.empty_ok
+    empty = initial if initial is not None else monoid.identity if has_identity else None
+    host_offsets = _checked_offsets(off_info, n, empty, monoid)
+    be = backends.get(backend_name, on_device=info.on_device or off_info.on_device)
+    stream = be.launch_stream(stream, info)
+    S = off_info.size - 1
+    result = Result(be, monoid.dtype, (S,), info, out, device_result, stream)
+    if S == 0:
+        return result.fill(0)
+    if be.name == "cpu":
+        if host_offsets is None:
+            host_offsets = validate_offsets(_to_host(off_info), n)
+        return result.host(be.reduce_segments(_host_input(info), host_offsets, monoid,
+                                              initial, empty))
+    if n == 0:  # every segment is empty
+        return result.fill(empty)
+    device = be.device(tuning.warp_size)
+    plan = plan_segments(S, n, info.dtype, monoid.dtype, monoid.key, device, tuning,
+                         initial is not None)
+    flat = be.flat_input(info, stream)
+    device_offsets = be.offsets_input(host_offsets if host_offsets is not None
+                                      else off_info.device, stream)
+    return result.launch(be.executable(plan, monoid, device), flat, empty, device_offsets)
+
+
+def _checked_offsets(off_info, n: int, empty, monoid: Monoid) -> np.ndarray | None:
+    """The offsets on the host, validated, where they are there or must be
+    looked at (an empty segment would have no value: ``empty`` is None); None
+    for device offsets used as they are."""
+    if not off_info.on_device:
+        host_offsets = validate_offsets(off_info.host, n)
+    elif off_info.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise TypeError(f"device offsets must be int32 or int64, got {off_info.dtype}")
+    elif empty is None:
+        host_offsets = validate_offsets(_to_host(off_info), n)
+    else:
+        return None
+    if empty is None:
+        lengths = np.diff(host_offsets)
+        if (lengths == 0).any():
+            i = int(np.flatnonzero(lengths == 0)[0])
+            raise ValueError(f"segment {i} is empty and op {monoid.name!r} has no identity; "
+                             "pass identity= (or initial=) to define its result")
+    return host_offsets
+
+
+def validate_offsets(offsets: np.ndarray, n: int) -> np.ndarray:
+    """Host ``offsets`` as int64, checked: 1-D integers, at least one, within
+    ``[0, n]``, never decreasing. ValueError names the first that is not."""
+    if offsets.ndim != 1 or offsets.size < 1:
+        raise ValueError(f"offsets must be a 1-D array of S + 1 segment boundaries "
+                         f"(at least one), got shape {offsets.shape}")
+    if offsets.dtype.kind not in "iu":
+        raise TypeError(f"offsets must be integers, got dtype {offsets.dtype}")
+    if offsets.dtype.kind == "u" and offsets.size and offsets.max() > np.iinfo(np.int64).max:
+        raise ValueError("offsets do not fit in int64")
+    off = offsets.astype(np.int64)
+    bad = np.flatnonzero((off < 0) | (off > n))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"offsets must lie in [0, len(x)] = [0, {n}]: offsets[{i}] = {off[i]}")
+    bad = np.flatnonzero(off[1:] < off[:-1])
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"offsets must not decrease: offsets[{i}] = {off[i]} > "
+                         f"offsets[{i + 1}] = {off[i + 1]}")
+    return off

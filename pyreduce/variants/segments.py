@@ -1,0 +1,193 @@
+"""Many reductions in one launch, one per row or segment: the ``segments`` family.
+
+A *segment* is a run of elements reduced, in order, to one output. Where it
+lies is the spec's ``source``:
+
+``rows``
+    output ``m`` (a row of an ``axis=`` reduction) folds the ``K`` elements at
+    ``off + (m // Mi) * so + (m % Mi) * si + k * ks`` of ``x``; the kernel is
+    ``(x, off, M, Mi, so, si, K, ks, parts, grain, out, init)``.
+``offsets``
+    output ``m`` folds ``x[offsets[m] : offsets[m + 1]]`` (``x`` 1-D, any
+    stride); the kernel is ``(x, n, offsets, M, parts, grain, out, init)``, with
+    ``n = len(x)``. Each offset is clamped into ``[0, n]`` and an end below its
+    start makes the segment empty, so no offsets array, whatever it holds, makes
+    a kernel read outside ``x``.
+
+What reduces one segment is the spec's ``group``:
+
+``thread``
+    a thread per segment, a plain ordered loop: segments of a few elements.
+``warp``
+    a warp per segment (:func:`~pyreduce.variants._blocks.warp_fold`): lanes fold
+    neighbouring items, shuffles combine the lanes in order, lane 0 folds the
+    warp tiles in order.
+``block``
+    a block per segment, or per part of one
+    (:func:`~pyreduce.variants._blocks.block_fold`): each warp owns a contiguous
+    slice, the warps meet in shared memory in order.
+
+With ``split`` a block owns one *part* of a segment: segment ``m`` of length
+``L`` is cut into pieces of ``chunk(L) = ceil(ceil(L / parts) / grain) * grain``
+elements (``grain`` is the first pass's tile, so pieces hold whole tiles), and
+block ``m * parts + p`` writes the fold of piece ``p``, if it holds any element,
+to ``out[m * parts + p]``. The finishing pass (``finish``) is a kernel of the
+same family whose ``x`` is those partials: segment ``m``'s are
+``x[m * parts : m * parts + ceil(L / chunk(L))]``, its length ``L`` read from the
+same ``rows`` or ``offsets`` description, so both passes agree on which pieces
+hold data and no kernel needs an identity to pad with.
+
+An empty segment's output is ``init[0]``: the caller puts the initial value or
+the identity there (and never launches with an empty segment when there is
+neither). With ``initial`` set every other output is ``op(init[0], fold)``, the
+initial value combined once, on the left.
+"""
+
+from __future__ import annotations
+
+from ..codegen import render
+from ..spec import BatchSpec
+from ._blocks import block_fold, combine, element, snippet, warp_fold
+
+__all__ = ["build", "arguments"]
+
+
+def arguments(source: str) -> tuple[str, ...]:
+    """The kernel's parameters for a ``source`` (the columns family shares the
+    ``rows`` ones)."""
+    if source == "rows":
+        return ("x", "off", "M", "Mi", "so", "si", "K", "ks", "parts", "grain", "out", "init")
+    return ("x", "n", "offsets", "M", "parts", "grain", "out", "init")
+
+
+def _locate(spec: BatchSpec) -> str:
+    """Locals ``origin`` and ``length``: segment ``seg`` is ``length`` elements
+    from ``x[origin]`` on (every ``ks``-th where not ``unit``)."""
+    if spec.source == "rows":
+        code = "origin = off + (seg // Mi) * so + (seg % Mi) * si\nlength = K"
+    else:
+        code = ("origin = min(max(offsets[seg], 0), n)\n"
+                "length = min(max(offsets[seg + 1], origin), n) - origin")
+    if spec.finish:  # the first pass's parts of this segment that hold data
+        code += (f"\n{_CHUNK}\n"
+                 "length = (length + chunk - 1) // chunk if length > 0 else 0\n"
+                 "origin = seg * parts")
+    return code
+
+
+_CHUNK = "chunk = ((length + parts - 1) // parts + grain - 1) // grain * grain"
+
+
+def _at(spec: BatchSpec):
+    """Element ``i`` of the segment, counted from its start."""
+    if spec.unit:
+        return lambda i: f"x[origin + {i}]"
+    return lambda i: f"x[origin + ({i}) * ks]"
+
+
+def _write(spec: BatchSpec, value: str) -> str:
+    if spec.split:
+        return f"out[seg * parts + part] = {value}"
+    if spec.initial:
+        return f"out[seg] = {combine('init[0]', value)}"
+    return f"out[seg] = {value}"
+
+
+def _thread(spec: BatchSpec, dialect) -> str:
+    at = _at(spec)
+    return render(
+        """
+        seg = ${bid} * ${B} + ${tid}
+        if seg < M:
+        ${locate}
+            if length > 0:
+                v = ${first}
+                i = 1
+                while i < length:
+                    v = ${step}
+                    i += 1
+                ${write}
+            else:
+                out[seg] = init[0]
+        """,
+        bid=dialect.block_idx(), B=spec.block, tid=dialect.thread_idx(),
+        locate=snippet(_locate(spec), 1),
+        first=element(spec, "x", "0", at("0")),
+        step=combine("v", element(spec, "x", "i", at("i"))),
+        write=_write(spec, "v"),
+    )
+
+
+def _warp(spec: BatchSpec, dialect) -> str:
+    unit = spec.unit
+    return render(
+        """
+        tid = ${tid}
+        lane = tid % ${W}
+        seg = ${bid} * ${NW} + tid // ${W}
+        if seg < M:
+        ${locate}
+            start = ${start}
+            end = ${end}
+        ${fold}
+            if lane == 0:
+                if length > 0:
+                    ${write}
+                else:
+                    out[seg] = init[0]
+        """,
+        tid=dialect.thread_idx(), W=spec.warp, bid=dialect.block_idx(), NW=spec.warps,
+        locate=snippet(_locate(spec), 1),
+        start="origin" if unit else "0", end="origin + length" if unit else "length",
+        fold=snippet(warp_fold(spec, dialect, "x", 1, spec.vector,
+                               None if unit else _at(spec)), 1),
+        write=_write(spec, "acc"),
+    )
+
+
+def _block(spec: BatchSpec, dialect) -> str:
+    unit = spec.unit
+    fold = block_fold(
+        spec, dialect, "x", n="origin + length" if unit else "length", bstart="bstart",
+        chunk="chunk", vector=spec.vector, at=None if unit else _at(spec),
+    )
+    empty = "" if spec.split else "elif length == 0:\n    if tid == 0:\n        out[seg] = init[0]"
+    return render(
+        """
+        tid = ${tid}
+        lane = tid % ${W}
+        warp = tid // ${W}
+        partials = ${shared}
+        seg = ${bid} // parts
+        part = ${bid} - seg * parts
+        ${locate}
+        ${chunk}
+        lo = part * chunk
+        if lo < length:
+            bstart = ${bstart}
+        ${fold}
+            if tid == 0:
+                ${write}
+        ${empty}
+        """,
+        tid=dialect.thread_idx(), W=spec.warp, shared=dialect.shared_array(spec.warps),
+        bid=dialect.block_idx(), locate=_locate(spec), chunk=_CHUNK,
+        bstart="origin + lo" if unit else "lo",
+        fold=snippet(fold, 1), write=_write(spec, "v"), empty=empty,
+    )
+
+
+_GROUPS = {"thread": _thread, "warp": _warp, "block": _block}
+
+
+def build(spec: BatchSpec, dialect, name: str) -> str:
+    body = _GROUPS[spec.group](spec, dialect)
+    return render(
+        """
+        ${decorator}
+        def ${name}(${args}):
+        ${body}
+        """,
+        decorator=dialect.decorator(spec.block), name=name,
+        args=", ".join(arguments(spec.source)), body=snippet(body, 1),
+    )
