@@ -259,7 +259,8 @@ def _cuda_compute_segmented(x, starts, ends, S):
     args = dict(d_in=x, d_out=out, op=cc.OpKind.PLUS, num_segments=S, start_offsets_in=starts,
                 end_offsets_in=ends, h_init=init)
     try:
-        reducer = cc.make_segmented_reduce(x, out, starts, ends, cc.OpKind.PLUS, init)
+        reducer = cc.make_segmented_reduce(d_in=x, d_out=out, start_offsets_in=starts,
+                                           end_offsets_in=ends, op=cc.OpKind.PLUS, h_init=init)
         nbytes = reducer(temp_storage=None, **args)
         tmp = cp.empty(max(1, nbytes), dtype=cp.uint8)
 

@@ -42,6 +42,7 @@ from .laws import (
     LAWS, Counterexample, LawReport, Tolerance, counterexample, host_step, laws_for, magnitude,
     sample_counterexample,
 )
+from .dtypes import BFLOAT16
 from .ops import as_monoid, cast_value, check_dtype
 from .variants import VARIANTS
 
@@ -89,6 +90,10 @@ def values(dtype, *, allow_nan: bool = True, allow_infinity: bool = True,
     np.int8(-101)
     """
     dt = check_dtype(dtype)
+    if dt == BFLOAT16:  # float32 values rounded to bfloat16, as ml_dtypes scalars
+        host = _bfloat16_host()
+        return values(np.float32, allow_nan=allow_nan, allow_infinity=allow_infinity,
+                      max_magnitude=max_magnitude).map(host.type)
     if max_magnitude is not None:
         if isinstance(max_magnitude, (bool, np.bool_)) or not isinstance(
                 max_magnitude, (int, float, np.integer, np.floating)):
@@ -120,6 +125,16 @@ def values(dtype, *, allow_nan: bool = True, allow_infinity: bool = True,
     special = st.sampled_from([dt.type(v) for v in specials])
     # one in eight; the finite branch comes first so that shrinking leads to it
     return st.integers(0, 7).flatmap(lambda k: finite if k < 7 else special)
+
+
+def _bfloat16_host() -> np.dtype:
+    """ml_dtypes' bfloat16, NumPy's stand-in for it on the host."""
+    try:
+        import ml_dtypes
+    except ImportError as exc:
+        raise TypeError("bfloat16 values on the host need ml_dtypes: pip install ml_dtypes "
+                        "(or pip install 'pyreduce[test]')") from exc
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def _edges(min_size: int, max_size: int) -> list:
@@ -178,7 +193,13 @@ def arrays(dtype, *, min_size: int = 0, max_size: int = 400, elements=None, **va
     elif value_options:
         raise TypeError("pass either elements= or value options, not both: "
                         f"{sorted(value_options)}")
-    scalars = elements.map(lambda v: cast_value(v, dt, "element"))
+    if dt == BFLOAT16:  # arrays of ml_dtypes' bfloat16, the host's bfloat16
+        dt = _bfloat16_host()
+        f32 = np.dtype(np.float32)
+        scalars = elements.map(lambda v: dt.type(
+            cast_value(float(v) if isinstance(v, dt.type) else v, f32, "element")))
+    else:
+        scalars = elements.map(lambda v: cast_value(v, dt, "element"))
     size = sizes(max_size, min_size=min_size)
 
     @st.composite

@@ -13,7 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 import pyreduce
@@ -305,14 +305,27 @@ def test_values_respect_their_options(data):
     dt = np.dtype(data.draw(st.sampled_from(pyreduce.ops.SUPPORTED_DTYPES)))
     nan, inf = data.draw(st.booleans()), data.draw(st.booleans())
     v = data.draw(pt.values(dt, allow_nan=nan, allow_infinity=inf))
-    assert isinstance(v, np.generic) and v.dtype == dt
+    small = data.draw(pt.values(dt, max_magnitude=100))
+    # bfloat16 comes as ml_dtypes' scalars, whose dtype pyreduce reads as BFLOAT16
+    for s in (v, small):
+        assert isinstance(s, np.generic) and pyreduce.ops.check_dtype(s.dtype) == dt
+    if dt == pyreduce.dtypes.BFLOAT16:  # checked as the float32 values they are
+        dt, v, small = np.dtype(np.float32), np.float32(v), np.float32(small)
     if dt.kind == "f":
         assert nan or not np.isnan(v)
         assert inf or not np.isinf(v)
         assert np.isnan(v) or np.isinf(v) or abs(v) <= 1e6
-    small = data.draw(pt.values(dt, max_magnitude=100))
-    assert small.dtype == dt and (dt.kind == "b" or np.isnan(small) or np.isinf(small)
-                                  or abs(int(small) if dt.kind != "f" else small) <= 100)
+    assert (dt.kind == "b" or np.isnan(small) or np.isinf(small)
+            or abs(int(small) if dt.kind != "f" else small) <= 100)
+
+
+def test_bfloat16_arrays_are_ml_dtypes_arrays():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = find(pt.arrays(pyreduce.dtypes.BFLOAT16, min_size=3, allow_nan=False),
+             lambda a: a.size >= 3 and len(set(a.astype(np.float32).tolist())) >= 2)
+    assert x.dtype == np.dtype(ml_dtypes.bfloat16) and x.size >= 3
+    assert pyreduce.sum(x, backend="cpu") == pytest.approx(
+        float(x.astype(np.float64).sum()), rel=1e-5)
 
 
 @settings(max_examples=30)
