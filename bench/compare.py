@@ -145,8 +145,8 @@ def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS) -> None:
             print(f"{case.name:>16} 2**{n.bit_length() - 1:<2} " + "  ".join(
                 f"{r['lib']}={r['GBps']:.0f}GB/s,{r['host_us']:.0f}us"
                 + ("" if r["correct"] else "(WRONG)") for r in found), flush=True)
-    with open(out, "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+        with open(out, "w") as f:  # after every case: a cut-off run keeps what it has
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
 
 
 #: pyreduce's tuning space at 2**28: variant x items per thread x grid size (in
