@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .dtypes import BFLOAT16
+from .dtypes import BFLOAT16, storage
 from .ops import check_dtype
 
 __all__ = ["Input", "DeviceFields", "inspect", "device_fields", "parse_dlpack"]
@@ -41,6 +41,25 @@ class DeviceFields:
     def __init__(self, ptr, shape, strides, dtype, stream):
         self.ptr, self.shape, self.strides = ptr, shape, strides
         self.dtype, self.stream = dtype, stream
+
+
+class ArrayInterface:
+    """A device array described by its :class:`DeviceFields`, for Numba to view
+    through ``__cuda_array_interface__``: how inputs Numba cannot view itself
+    (DLPack-only producers, bfloat16, which it sees as its ``uint16`` bits) and
+    permuted views of any input reach a kernel without a copy. ``perm`` orders
+    the axes; ``owner`` keeps the memory alive."""
+
+    def __init__(self, fields: DeviceFields, owner, perm=None):
+        shape, dt = fields.shape, storage(fields.dtype)
+        strides = fields.strides or tuple(
+            dt.itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
+        perm = range(len(shape)) if perm is None else perm
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "data": (fields.ptr, True), "shape": tuple(shape[a] for a in perm),
+            "strides": tuple(strides[a] for a in perm), "typestr": dt.str, "version": 3,
+        }
 
 
 class Input:

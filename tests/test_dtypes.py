@@ -150,6 +150,37 @@ def test_dlpack_capsules_are_read():
     assert parse_dlpack(c.__dlpack__()).dtype == np.complex64
 
 
+class _HostView:
+    """An ``__cuda_array_interface__`` dict read as NumPy's ``__array_interface__``
+    (the same layout), so a host array can stand in for device memory."""
+
+    def __init__(self, cai):
+        self.__array_interface__ = dict(cai, version=3)
+
+
+@pytest.mark.parametrize("perm", [None, (1, 0), (2, 0, 1)])
+def test_array_interface_describes_any_fields(perm):
+    """How the CUDA backend hands Numba an input it cannot view itself
+    (DLPack-only, bfloat16) or a permuted view of one: from its fields, with
+    bfloat16 as its uint16 bits and C strides filled in where none are given."""
+    from pyreduce.dtypes import BFLOAT16
+    from pyreduce.interop import ArrayInterface, DeviceFields, parse_dlpack
+
+    rng = np.random.default_rng(8)
+    a = rng.integers(0, 2**16, (4, 6, 5), dtype=np.uint16)
+    for x, strided in ((a, False), (a[::-1, 1::2, ::2], True)):
+        x = x if perm is None or len(perm) == 3 else x[:, 0]
+        x = x if strided else np.ascontiguousarray(x)
+        f = parse_dlpack(x.__dlpack__()) if strided else DeviceFields(
+            x.ctypes.data, x.shape, None, np.dtype(np.uint16), None)
+        for dt in (np.dtype(np.uint16), BFLOAT16):
+            f.dtype = dt
+            cai = ArrayInterface(f, x, perm).__cuda_array_interface__
+            assert cai["typestr"] == "<u2"
+            got = np.asarray(_HostView(cai))
+            assert np.array_equal(got, x if perm is None else x.transpose(perm))
+
+
 def test_a_dlpack_host_producer_is_a_host_array(backend):
     a = np.random.default_rng(7).standard_normal((30, 7))
     x = _DLPackOnly(a[:, ::2])

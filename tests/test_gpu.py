@@ -114,6 +114,10 @@ def test_cupy_inputs():
     assert pyreduce.reduce(t, lambda a, b: a) == int(t.ravel()[0])
     assert pyreduce.sum(t) == int(m.sum())
     assert pyreduce.reduce(m[::2, 5:30:3], lambda a, b: b) == int(m[::2, 5:30:3].ravel()[-1])
+    # the cpu backend copies device input to the host, any strides
+    r = m[::-3, ::-2]
+    assert pyreduce.reduce(r, lambda a, b: b, backend="cpu") == int(r.ravel()[-1])
+    assert pyreduce.reduce(x[::-7], lambda a, b: a, backend="cpu") == float(x[-1])
     assert bool(cp.all(x == before))
     assert pyreduce.sum(cp.zeros(0, cp.int32)) == 0
     b = cp.asarray(np.random.default_rng(0).random(5000) < 0.5)
@@ -169,7 +173,14 @@ def test_bfloat16_float16_and_dlpack_inputs():
     # through DLPack alone, strided, bfloat16 and int64
     assert pyreduce.reduce(_DLPackOnly(x[1::3]), lambda a, b: b) == float(f[1::3][-1])
     i = torch.arange(10_000, device="cuda")
-    assert pyreduce.sum(_DLPackOnly(i.reshape(100, 100).t())) == int(i.sum())
+    t = _DLPackOnly(i.reshape(100, 100).t())  # gathered into C order through its fields
+    assert pyreduce.reduce(t, lambda a, b: b) == int(i.reshape(100, 100).t().reshape(-1)[-1])
+    assert pyreduce.sum(t) == int(i.sum())
+    assert pyreduce.sum(t, backend="cpu") == int(i.sum())
+    assert pyreduce.reduce(_DLPackOnly(x[1::3]), lambda a, b: b, backend="cpu") == float(f[1::3][-1])
+    m = x[:600].reshape(20, 30).t()  # bfloat16, N-D and strided: gathered as its bits
+    assert pyreduce.reduce(m, lambda a, b: b) == float(f[:600].reshape(20, 30).t()[-1, -1])
+    assert pyreduce.max(m, axis=0)[3] == float(f[:600].reshape(20, 30)[3].max())
     c = torch.randn(5000, dtype=torch.complex64, device="cuda")
     got = complex(pyreduce.sum(c))
     want = complex(c.to(torch.complex128).sum())

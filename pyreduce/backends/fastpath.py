@@ -12,6 +12,7 @@ read straight from ``__cuda_array_interface__``.
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -244,6 +245,22 @@ def read_array(view: DeviceView, count: int, stream) -> np.ndarray:
         else:
             _check(cu.cuMemcpyDtoH(host.ctypes.data, view.ptr, host.nbytes))
     return host
+
+
+def fields_to_host(fields, stream=0) -> np.ndarray:
+    """The device array ``fields`` describes (:class:`pyreduce.interop.DeviceFields`)
+    in a new C-ordered host array: the bytes it spans are copied once and NumPy
+    picks the elements out, so any strides work, negative ones included."""
+    dt, shape = storage(fields.dtype), tuple(fields.shape)
+    strides = fields.strides or tuple(
+        dt.itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
+    if math.prod(shape) == 0:
+        return np.empty(shape, dt)
+    lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0) + dt.itemsize
+    sync_producer(fields, stream)
+    raw = read_array(DeviceView(fields.ptr + lo, hi - lo, 1, np.dtype(np.uint8)), hi - lo, stream)
+    return np.array(np.ndarray(shape, dt, buffer=raw, offset=-lo, strides=strides), order="C")
 
 
 def write_scalar(view: DeviceView, value, stream) -> None:

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
-from ..dtypes import bfloat16_to_float32
-from ..interop import device_fields
+from ..dtypes import bfloat16_to_float32, storage
+from ..interop import ArrayInterface, device_fields
 from .base import GeneratedBackend, carrier, check_out
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
@@ -212,8 +212,7 @@ class CudaBackend(NumbaCudaBackend):
             return view_of(self.cuda.to_device(np.ascontiguousarray(info.host).reshape(-1)))
         view = view_from(info.fields, info.device, stream)
         if view is None:  # N-D and not C-contiguous: gather it into C order
-            arr = self.cuda.as_cuda_array(info.device)
-            view = view_of(self._gather(arr, self._numba_stream(stream)))
+            view = self.gather_input(info, range(len(info.fields.shape)), stream)
         return view
 
     def upload(self, host, stream):
@@ -229,14 +228,14 @@ class CudaBackend(NumbaCudaBackend):
     def input_span(self, info, off, span, stream):
         fields = info.fields
         sync_producer(fields, stream)
-        isz = fields.dtype.itemsize
-        return DeviceView(fields.ptr - off * isz, span, isz, fields.dtype, info.device)
+        dt = storage(fields.dtype)
+        return DeviceView(fields.ptr - off * dt.itemsize, span, dt.itemsize, dt, info.device)
 
     def gather_input(self, info, perm, stream):
-        fields, strides = info.fields, self.input_strides(info)
-        shim = _ArrayInterface(fields.ptr, [fields.shape[a] for a in perm],
-                               [strides[a] for a in perm], fields.dtype, info.device)
-        arr = self.cuda.as_cuda_array(shim)
+        """The input's axes in ``perm`` order, copied into C order. Numba sees the
+        input through its fields (pointer, shape, strides, storage dtype), so
+        producers it cannot view itself work too: DLPack-only arrays, bfloat16."""
+        arr = self.cuda.as_cuda_array(ArrayInterface(info.fields, info.device, perm))
         return view_of(self._gather(arr, self._numba_stream(stream)))
 
     def offsets_input(self, offsets, stream):
@@ -319,16 +318,3 @@ def _cuda_bf16():
         return libdevice.int_as_float(np.int32(bits) << 16)
 
     return bf16_t
-
-
-class _ArrayInterface:
-    """A device array described by hand (pointer, shape, byte strides), for
-    Numba to view: how a permuted view of any input is handed to the gather
-    kernel without a copy. ``owner`` keeps the memory alive."""
-
-    def __init__(self, ptr, shape, strides, dtype, owner):
-        self.owner = owner
-        self.__cuda_array_interface__ = {
-            "data": (ptr, True), "shape": tuple(shape), "strides": tuple(strides),
-            "typestr": dtype.str, "version": 3,
-        }
