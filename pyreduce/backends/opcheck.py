@@ -45,7 +45,12 @@ def njit_cast(dtype):
 
 
 def check_op(monoid) -> None:
-    """A TypeError if Numba cannot compile ``monoid``'s op for its dtype."""
+    """A TypeError if Numba cannot compile ``monoid``'s op for its dtype. The
+    built-in operators are the library's own, defined per dtype and tested on
+    every dtype they accept, so they are not compiled on the host just to be
+    checked (which would cost a first call a tenth of a second or more)."""
+    if isinstance(monoid.key, tuple) and monoid.key[:1] == ("builtin",):
+        return
     compiled_step(monoid)
 
 
