@@ -258,6 +258,7 @@ def fields_to_host(fields, stream=0) -> np.ndarray:
         return np.empty(shape, dt)
     lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
     hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0) + dt.itemsize
+    current_device()  # the copy needs a context in this thread
     sync_producer(fields, stream)
     raw = read_array(DeviceView(fields.ptr + lo, hi - lo, 1, np.dtype(np.uint8)), hi - lo, stream)
     return np.array(np.ndarray(shape, dt, buffer=raw, offset=-lo, strides=strides), order="C")
@@ -284,6 +285,20 @@ def write_array(view: DeviceView, host: np.ndarray, stream) -> None:
 
 _CU = None
 _SUCCESS = None
+
+
+def current_device() -> int:
+    """The device of this thread's CUDA context, making Numba's (the primary
+    context) current first if the thread has none yet."""
+    cu = cuda_driver()
+    err, dev = cu.cuCtxGetDevice()
+    if int(err):
+        from numba import cuda
+
+        cuda.current_context()
+        err, dev = cu.cuCtxGetDevice()
+        _check(err)
+    return int(dev)
 
 
 def cuda_driver():

@@ -26,7 +26,7 @@ from .dialect import CUDA, SIM
 from .opcheck import check_op
 from . import fastpath
 from .fastpath import (
-    DeviceView, MappedView, PreparedLaunch, cuda_driver, read_array, read_scalar, stream_handle,
+    DeviceView, MappedView, PreparedLaunch, current_device, read_array, read_scalar, stream_handle,
     sync_producer, view_from, view_of, write_array, write_scalar,
 )
 
@@ -143,12 +143,7 @@ class CudaBackend(NumbaCudaBackend):
     def device(self, warp: int | None = None) -> DeviceInfo:
         if warp not in (None, 32):
             raise ValueError(f"warp size {warp} is not this GPU's (32)")
-        cu = cuda_driver()
-        err, dev = cu.cuCtxGetDevice()
-        if int(err):  # no context current in this thread yet: let Numba make one
-            self.cuda.current_context()
-            err, dev = cu.cuCtxGetDevice()
-        return self._gpu_info(int(dev))
+        return self._gpu_info(current_device())
 
     @functools.lru_cache(maxsize=None)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
