@@ -368,6 +368,8 @@ def main(argv=None):
     r.add_argument("--out", required=True)
     r.add_argument("--max-log2", type=int, default=28)
     r.add_argument("--libs", nargs="*", default=LIBS)
+    r.add_argument("--cases", nargs="*", metavar="CASE",
+                   help="cases by name, e.g. 'float32 sum' 'int8->int64 sum' (default: all)")
     s = sub.add_parser("sweep")
     s.add_argument("--out", required=True)
     g = sub.add_parser("report")
@@ -375,7 +377,14 @@ def main(argv=None):
     g.add_argument("sweep", nargs="?")
     args = p.parse_args(argv)
     if args.cmd == "run":
-        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], libs=args.libs)
+        cases = CASES
+        if args.cases:
+            names = {c.name: c for c in CASES}
+            unknown = [c for c in args.cases if c not in names]
+            if unknown:
+                p.error(f"unknown case(s) {unknown}; the cases are {sorted(names)}")
+            cases = [names[c] for c in args.cases]
+        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], cases=cases, libs=args.libs)
     elif args.cmd == "sweep":
         sweep(args.out)
     else:
