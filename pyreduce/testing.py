@@ -90,10 +90,10 @@ def values(dtype, *, allow_nan: bool = True, allow_infinity: bool = True,
     np.int8(-101)
     """
     dt = check_dtype(dtype)
-    if dt == BFLOAT16:  # float32 values rounded to bfloat16, as ml_dtypes scalars
+    if dt == BFLOAT16:  # float32 values cut to bfloat16, as ml_dtypes scalars
         host = _bfloat16_host()
         return values(np.float32, allow_nan=allow_nan, allow_infinity=allow_infinity,
-                      max_magnitude=max_magnitude).map(host.type)
+                      max_magnitude=max_magnitude).map(lambda v: _cut_to_bfloat16(v, host))
     if max_magnitude is not None:
         if isinstance(max_magnitude, (bool, np.bool_)) or not isinstance(
                 max_magnitude, (int, float, np.integer, np.floating)):
@@ -125,6 +125,14 @@ def values(dtype, *, allow_nan: bool = True, allow_infinity: bool = True,
     special = st.sampled_from([dt.type(v) for v in specials])
     # one in eight; the finite branch comes first so that shrinking leads to it
     return st.integers(0, 7).flatmap(lambda k: finite if k < 7 else special)
+
+
+def _cut_to_bfloat16(v, host: np.dtype):
+    """A float32 rounded toward zero to bfloat16 (its upper 16 bits), so that it
+    stays within the magnitude it was drawn in; NaN and infinities stay what
+    they are."""
+    bits = np.array([v], np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32).astype(host)[0]
 
 
 def _bfloat16_host() -> np.dtype:
