@@ -42,6 +42,15 @@ class DeviceFields:
         self.ptr, self.shape, self.strides = ptr, shape, strides
         self.dtype, self.stream = dtype, stream
 
+    def byte_strides(self) -> tuple:
+        """The strides in bytes, filled in for a C-contiguous array."""
+        return self.strides or c_strides(self.shape, self.dtype.itemsize)
+
+
+def c_strides(shape, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape``."""
+    return tuple(itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
+
 
 class ArrayInterface:
     """A device array described by its :class:`DeviceFields`, for Numba to view
@@ -51,14 +60,13 @@ class ArrayInterface:
     the axes; ``owner`` keeps the memory alive."""
 
     def __init__(self, fields: DeviceFields, owner, perm=None):
-        shape, dt = fields.shape, storage(fields.dtype)
-        strides = fields.strides or tuple(
-            dt.itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
+        shape, strides = fields.shape, fields.byte_strides()
         perm = range(len(shape)) if perm is None else perm
         self.owner = owner
         self.__cuda_array_interface__ = {
             "data": (fields.ptr, True), "shape": tuple(shape[a] for a in perm),
-            "strides": tuple(strides[a] for a in perm), "typestr": dt.str, "version": 3,
+            "strides": tuple(strides[a] for a in perm),
+            "typestr": storage(fields.dtype).str, "version": 3,
         }
 
 

@@ -25,7 +25,7 @@ from .axes import describe, result_shape, span_view
 from .backends.base import check_out
 from .batch import plan_segments, plan_strided
 from .dtypes import bfloat16_to_float32, is_bfloat16
-from .interop import inspect
+from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
 
 __all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_segments",
@@ -107,7 +107,7 @@ def device_layout(be, info, axes: tuple, stream):
             return be.input_span(info, d.off, d.span, stream), d
         flat = be.gather_input(info, perm, stream)
         shape = tuple(info.shape[a] for a in perm)
-        return flat, describe(shape, _c_strides(shape, itemsize), itemsize, last)
+        return flat, describe(shape, c_strides(shape, itemsize), itemsize, last)
     host = info.host
     d = describe(host.shape, host.strides, itemsize, axes)
     if d is None or d.span > host.size:  # a sliced view: upload only its elements
@@ -117,10 +117,6 @@ def device_layout(be, info, axes: tuple, stream):
         host = np.ascontiguousarray(host.transpose(perm))
         d = describe(host.shape, host.strides, itemsize, last)
     return be.upload(span_view(host, d.off, d.span), stream), d
-
-
-def _c_strides(shape, itemsize) -> tuple:
-    return tuple(itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
 
 
 class Batched:

@@ -251,9 +251,7 @@ def fields_to_host(fields, stream=0) -> np.ndarray:
     """The device array ``fields`` describes (:class:`pyreduce.interop.DeviceFields`)
     in a new C-ordered host array: the bytes it spans are copied once and NumPy
     picks the elements out, so any strides work, negative ones included."""
-    dt, shape = storage(fields.dtype), tuple(fields.shape)
-    strides = fields.strides or tuple(
-        dt.itemsize * math.prod(shape[a + 1:]) for a in range(len(shape)))
+    dt, shape, strides = storage(fields.dtype), tuple(fields.shape), fields.byte_strides()
     if math.prod(shape) == 0:
         return np.empty(shape, dt)
     lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)

@@ -214,11 +214,7 @@ class CudaBackend(NumbaCudaBackend):
         return view_of(self.cuda.to_device(np.ascontiguousarray(host)))
 
     def input_strides(self, info):
-        fields = info.fields
-        if fields.strides is not None:
-            return fields.strides
-        return tuple(fields.dtype.itemsize * math.prod(fields.shape[a + 1:])
-                     for a in range(len(fields.shape)))
+        return info.fields.byte_strides()
 
     def input_span(self, info, off, span, stream):
         fields = info.fields
