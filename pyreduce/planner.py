@@ -170,11 +170,20 @@ def vector_width(items: int, dtype: np.dtype, align: int, device: DeviceInfo,
 
 
 _plans: dict = {}
+_on_clear: list = []
 
 
 def clear_plans() -> None:
-    """Forget every remembered plan (and the executables built on them)."""
+    """Forget every remembered plan (and the executables built on them), and
+    what was decided with them (:func:`on_clear_plans`)."""
     _plans.clear()
+    for forget in _on_clear:
+        forget()
+
+
+def on_clear_plans(forget) -> None:
+    """Call ``forget()`` whenever the plans are forgotten."""
+    _on_clear.append(forget)
 
 
 def make_plan(

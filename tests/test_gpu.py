@@ -95,6 +95,66 @@ def test_numba_device_arrays_and_views():
     assert cuda.is_cuda_array(out) and out.copy_to_host()[()] == host.max()
 
 
+def test_numba_results_share_slabs_and_stay_correct():
+    """Small Numba results are cut from shared slabs: every result keeps its own
+    value while later ones are made, across slab boundaries and after the slabs
+    are let go."""
+    from pyreduce.backends.numba_cuda import ResultSlabs
+
+    cuda = cuda_module()
+    rng = np.random.default_rng(7)
+    hosts = [rng.standard_normal(1 + int(k) % 300) for k in rng.integers(0, 10**6, 64)]
+    devs = [cuda.to_device(h) for h in hosts]
+    per_slab = ResultSlabs.SLAB_BYTES // ResultSlabs.ALIGN
+    kept, ptrs = [], set()
+    for i in range(per_slab + 100):  # into a second slab
+        k = i % len(hosts)
+        r = pyreduce.max(devs[k], device_result=True)
+        assert r.shape == () and r.dtype == np.float64
+        ptrs.add(r.device_ctypes_pointer.value)
+        if i % 37 == 0:
+            kept.append((k, r))
+    assert len(ptrs) == per_slab + 100  # no two live results share memory
+    for k, r in kept:
+        assert r.copy_to_host()[()] == hosts[k].max()
+    del ptrs
+    gc.collect()
+    for k, r in kept:  # their slabs are held by the results alone now
+        assert r.copy_to_host()[()] == hosts[k].max()
+    t = pyreduce.reduce(devs[0], lambda a, b: a if a > b else b, device_result=True)
+    assert t.copy_to_host()[()] == hosts[0].max()
+    rec = pyreduce.reduce(devs[1], lambda a, b: a if a[0] >= b[0] else b,
+                          map=lambda i, v: (v, i), identity=(-np.inf, -1), device_result=True)
+    assert rec.copy_to_host()[()][1] == np.argmax(hosts[1])  # a record: a Numba array
+
+
+def test_repeat_calls_follow_their_inputs():
+    """A repeated call shape reuses its decisions (pyreduce.repeat); each call
+    still reads its own array: a new address, a misaligned view, a rebound
+    closure value."""
+    cuda = cuda_module()
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(10**5 + 7).astype(np.float32)
+    d = cuda.to_device(base)
+    for start in (0, 1, 2, 3, 4, 0, 1):  # alignments 16, 4, 8, 4, 16, ...
+        v = d[start:start + 10**5]
+        assert pyreduce.sum(v, dtype=np.float64) == pytest.approx(
+            base[start:start + 10**5].sum(dtype=np.float64), rel=1e-6)
+        assert pyreduce.reduce(v, lambda a, b: b) == base[start + 10**5 - 1]
+    cap = np.float32(0.5)
+
+    def capped_max(a, b):  # associative for any cap
+        m = a if a > b else b
+        return m if m < cap else cap
+
+    got = []
+    for c in (0.5, 0.5, 1.5, 1.5, -3.0):
+        cap = np.float32(c)
+        got.append(pyreduce.reduce(d, capped_max))
+    want = [min(base.max(), np.float32(c)) for c in (0.5, 0.5, 1.5, 1.5, -3.0)]
+    assert got == want
+
+
 # --------------------------------------------------------------------------
 # CuPy
 

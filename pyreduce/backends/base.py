@@ -157,6 +157,10 @@ class GeneratedBackend:
         """:func:`pyreduce.planner.address_alignment` of a flat device array."""
         return 0
 
+    def device_id(self) -> int:
+        """Which device this thread launches on (what :meth:`device` describes)."""
+        return 0
+
     def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
         def build():
             name, source = generate(spec, self.dialect)

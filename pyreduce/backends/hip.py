@@ -98,8 +98,10 @@ class HipBackend(GeneratedBackend):
     # --- the device
 
     def device(self, warp: int | None = None) -> DeviceInfo:
-        dev = self.hip.get_current_device()
-        return self._gpu_info(dev.id)
+        return self._gpu_info(self.device_id())
+
+    def device_id(self) -> int:
+        return int(self.hip.get_current_device().id)
 
     @functools.lru_cache(maxsize=None)
     def _gpu_info(self, device_id) -> DeviceInfo:

@@ -19,7 +19,7 @@ import numpy as np
 from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
-from ..interop import ArrayInterface, device_fields
+from ..interop import ArrayInterface, c_strides, device_fields
 from .base import GeneratedBackend, carrier, check_out
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
@@ -145,6 +145,9 @@ class CudaBackend(NumbaCudaBackend):
             raise ValueError(f"warp size {warp} is not this GPU's (32)")
         return self._gpu_info(current_device())
 
+    def device_id(self) -> int:
+        return current_device()
+
     @functools.lru_cache(maxsize=None)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
         from ..occupancy import SMLimits
@@ -261,7 +264,9 @@ class CudaBackend(NumbaCudaBackend):
         elif kind == "torch":
             arr = _torch_empty(dtype, info.device.device, shape)
         else:
-            arr = self.cuda.device_array(shape, dtype=dtype)
+            arr = _SLABS.array(shape, dtype)
+            if arr is None:
+                arr = self.cuda.device_array(shape, dtype=dtype)
         size = math.prod(shape)
         return arr, DeviceView(device_fields(arr).ptr, size, dtype.itemsize, dtype, arr)
 
@@ -281,6 +286,54 @@ class CudaBackend(NumbaCudaBackend):
     def read_value(self, buf, stream):
         return read_scalar(buf, stream)
 
+
+class ResultSlabs:
+    """Small Numba device arrays (results) carved out of larger allocations.
+
+    A Numba allocation is a ``cuMemAlloc`` (about 24 us through Numba on an H100,
+    as long as the whole rest of a small reduction), and Numba frees memory in
+    batches of ``cuMemFree``, each of which waits for the device. Results of up
+    to :attr:`MAX_BYTES` are cut from a slab of :attr:`SLAB_BYTES` instead, one
+    allocation per thousands of results; every array keeps its slab alive, and a
+    slab is freed with the last of them. One open slab per device."""
+
+    SLAB_BYTES = 1 << 16
+    MAX_BYTES = 256
+    ALIGN = 16  # the widest of a result's fields, complex128 included
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._open: dict = {}  # device id -> [slab pointer, next free offset]
+
+    def array(self, shape, dtype: np.dtype):
+        """A new device array of ``shape`` in a slab, or None if it is too large."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        if not 0 < nbytes <= self.MAX_BYTES:
+            return None
+        from numba.cuda.cudadrv import devicearray, driver
+
+        step = -(-nbytes // self.ALIGN) * self.ALIGN
+        device = current_device()
+        with self._lock:
+            slab = self._open.get(device)
+            if slab is None or slab[1] + step > self.SLAB_BYTES:
+                mem = self.cuda.current_context().memalloc(self.SLAB_BYTES)
+                slab = self._open[device] = [mem, 0]
+            mem, offset = slab
+            slab[1] = offset + step
+        view = driver.MemoryPointer(mem.context, driver.binding.CUdeviceptr(
+            mem.device_pointer_value + offset), nbytes, owner=mem)
+        return devicearray.DeviceNDArray(shape, c_strides(shape, dtype.itemsize), dtype,
+                                         gpu_data=view)
+
+    @functools.cached_property
+    def cuda(self):
+        from numba import cuda
+
+        return cuda
+
+
+_SLABS = ResultSlabs()
 
 _TORCH_DTYPES: dict = {}
 

@@ -1,0 +1,182 @@
+"""Repeat calls (pyreduce.repeat): a call shape seen before skips its decisions,
+and every call still computes its own input's value: new data, new addresses and
+alignments, rebound closure values and globals, other dtypes, identities and
+initial values."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import pyreduce
+from pyreduce import api, repeat, tuning
+from oracles import P, affine
+
+N = 300  # a few blocks of the simulator's device
+
+
+@pytest.fixture
+def prepares(monkeypatch):
+    """The number of full-path calls (``api.prepare``) since the test began."""
+    count = [0]
+    real = api.prepare
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "prepare", counting)
+    repeat.clear()
+    return count
+
+
+def device(x):
+    from numba import cuda
+
+    return cuda.to_device(x)
+
+
+def noncommutative(rng, n):
+    return (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
+
+
+def test_a_repeat_skips_the_full_path_and_reads_its_own_input(gpu_backend, prepares):
+    rng = np.random.default_rng(0)
+    xs = [noncommutative(rng, N) for _ in range(3)]
+    for x in xs:
+        got = pyreduce.reduce(device(x), affine, backend=gpu_backend)
+        assert int(got) == functools.reduce(affine, x.tolist())
+    assert prepares[0] == 1  # new arrays of the same call shape: one full call
+    y = rng.standard_normal(N)
+    for _ in range(2):
+        assert pyreduce.max(device(y), backend=gpu_backend) == y.max()
+    assert prepares[0] == 2
+
+
+def test_device_results_of_repeats_are_new_arrays(gpu_backend, prepares):
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(N) for _ in range(3)]
+    outs = [pyreduce.sum(device(x), backend=gpu_backend, device_result=True) for x in xs]
+    assert prepares[0] == 1
+    for x, out in zip(xs, outs):
+        assert out.copy_to_host()[()] == pytest.approx(x.sum(), rel=1e-12)
+
+
+def test_other_addresses_and_alignments(gpu_backend, prepares):
+    rng = np.random.default_rng(2)
+    x = noncommutative(rng, N + 8)
+    d32 = device(x.astype(np.int32))
+    d = device(x)
+    for start in (0, 1, 2, 3, 0, 2):  # 4-byte steps: 16-, 4-, 8-byte aligned views
+        v = x.astype(np.int32)[start:start + N]
+        assert pyreduce.reduce(d32[start:start + N], lambda a, b: b,
+                               backend=gpu_backend) == v[-1]
+        assert pyreduce.sum(d32[start:start + N], backend=gpu_backend) == v.sum()
+        got = pyreduce.reduce(d[start:start + N], affine, backend=gpu_backend)
+        assert int(got) == functools.reduce(affine, x[start:start + N].tolist())
+
+
+def test_rebound_closure_values_and_globals_are_seen(gpu_backend, prepares):
+    x = np.random.default_rng(3).integers(-1000, 1000, N).astype(np.int64)
+    d = device(x)
+    k = 3
+
+    def shifted(a, b):
+        return a + b + k
+
+    for k in (3, 3, 5):
+        want = functools.reduce(lambda a, b, k=k: a + b + k, x.tolist())
+        assert pyreduce.reduce(d, shifted, identity=None, backend=gpu_backend) == want
+    assert prepares[0] == 2  # the rebinding took the full path, the repeat did not
+    global OFFSET
+    for OFFSET in (1, 1, 4):
+        want = functools.reduce(lambda a, b: a + b + OFFSET, x.tolist())
+        assert pyreduce.reduce(d, _global_shifted, backend=gpu_backend) == want
+    assert prepares[0] == 4
+
+
+OFFSET = 0
+
+
+def _global_shifted(a, b):
+    return a + b + OFFSET
+
+
+@pytest.mark.parametrize("change", ["dtype", "identity", "initial", "initial value", "size",
+                                    "acc", "op"])
+def test_each_part_of_the_call_shape_counts(gpu_backend, prepares, change):
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 100, N).astype(np.int32)
+    base = dict(op="add", identity=None, initial=None, dtype=None)
+    other = dict(base)
+    y = x
+    if change == "initial value":
+        base["initial"], other["initial"] = 2, 9
+    if change == "dtype":
+        y = x.astype(np.int64)
+    elif change == "identity":
+        other["identity"] = 0
+    elif change == "initial":
+        other["initial"] = 7
+    elif change == "size":
+        y = x[:N - 3]
+    elif change == "acc":
+        other["dtype"] = np.int8
+    elif change == "op":
+        other["op"] = "max"
+    for kw, arr in ((base, x), (other, y), (base, x), (other, y)):
+        got = pyreduce.reduce(device(arr), kw["op"], kw["identity"], initial=kw["initial"],
+                              dtype=kw["dtype"], backend=gpu_backend)
+        acc = np.dtype(kw["dtype"] or arr.dtype)
+        vals = arr.astype(acc)
+        want = vals.max() if kw["op"] == "max" else vals.sum(dtype=acc)
+        if kw["initial"] is not None:
+            want = acc.type(want + kw["initial"])
+        assert got == want and got.dtype == acc
+    assert prepares[0] == 2
+
+
+def test_only_plain_calls_are_remembered(gpu_backend, prepares):
+    x = np.random.default_rng(5).standard_normal(N)
+    d = device(x)
+    for _ in range(2):
+        assert pyreduce.sum(d, backend=gpu_backend, block_size=64) == pytest.approx(x.sum())
+        assert pyreduce.sum(d, backend=gpu_backend, deterministic=True) == \
+            pyreduce.reference(x, "add")
+        out = device(np.zeros(1))
+        pyreduce.sum(d, backend=gpu_backend, out=out)
+        assert out.copy_to_host()[0] == pytest.approx(x.sum())
+    assert prepares[0] == 6
+    assert not repeat._MEMO
+
+
+def test_forgetting_plans_forgets_repeats(gpu_backend, prepares, tmp_path, monkeypatch):
+    x = np.random.default_rng(6).standard_normal(N)
+    d = device(x)
+    pyreduce.max(d, backend=gpu_backend)
+    assert repeat._MEMO
+    pyreduce.cache_clear()
+    assert not repeat._MEMO
+    pyreduce.max(d, backend=gpu_backend)
+    monkeypatch.setenv("PYREDUCE_TUNING_FILE", str(tmp_path / "tuning.json"))
+    tuning.reset()
+    assert not repeat._MEMO
+    assert pyreduce.max(d, backend=gpu_backend) == x.max()
+
+
+def test_the_memo_starts_over_when_full(gpu_backend, prepares, monkeypatch):
+    monkeypatch.setattr(repeat, "LIMIT", 3)
+    rng = np.random.default_rng(7)
+    for n in range(N, N + 7):
+        x = rng.standard_normal(n)
+        assert pyreduce.max(device(x), backend=gpu_backend) == x.max()
+        assert len(repeat._MEMO) <= 3
+
+
+def test_host_inputs_take_the_full_path(gpu_backend, prepares):
+    x = np.random.default_rng(8).standard_normal(N)
+    for _ in range(2):
+        assert pyreduce.max(x, backend=gpu_backend) == x.max()
+    assert prepares[0] == 2
