@@ -2,6 +2,8 @@
 process on one GPU.
 
     python bench/compare.py run --out compare.json      # on the GPU machine
+    python bench/compare.py run --out compare.json --cases 'int8->int64 sum' --add
+                                                        # complete a cut-off run
     python bench/compare.py sweep --out sweep.json      # pyreduce's tuning space
     python bench/compare.py report compare.json [sweep.json]   # tables and chart into docs/
 
@@ -136,13 +138,22 @@ def compile_times() -> dict:
                 second_built=int(pyreduce.cache_info().builds - builds))
 
 
-def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS) -> None:
+def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS, add: bool = False) -> None:
+    """Measure ``cases`` into ``out``. With ``add``, the rows of other cases
+    already in ``out`` are kept, and this process's description goes into the
+    meta's ``later`` list (a run cut off by a device time limit, completed)."""
     meta = _meta()
     meta["ceiling_GBps"] = copy_ceiling()
     meta["compile"] = compile_times()
     print(f"{meta['gpu']}: copy ceiling {meta['ceiling_GBps']:.0f} GB/s; compile "
           f"{meta['compile']['first_call_s']:.2f} s", flush=True)
-    rows = []
+    rows, names = [], [c.name for c in cases]
+    if add and os.path.exists(out):
+        with open(out) as f:
+            earlier = json.load(f)
+        rows = [r for r in earlier["rows"] if r["case"] not in names]
+        meta = dict(earlier["meta"], later=earlier["meta"].get("later", [])
+                    + [dict(meta, cases=names)])
     for case in cases:
         full = data(case, max(sizes))
         for n in sizes:
@@ -242,6 +253,13 @@ def report(path: str, sweep_path: str | None = None, docs: str = DOCS) -> str:
         f"({comp['second_built']} kernels built).",
         "",
     ]
+    for later in meta.get("later", []):
+        lines[-1:-1] = [
+            "", f"Measured in a second process on {later['gpu']}, {later['date']}: "
+            + ", ".join(later["cases"]) + f" (copy ceiling in that process "
+            f"{later['ceiling_GBps']:.0f} GB/s); every library of a case is measured in "
+            "the same process.",
+        ]
     for case in sorted({r["case"] for r in rows}, key=[c.name for c in CASES].index):
         big = [n for n in sizes if n >= 2**20]
         small = [n for n in sizes if n <= 2**16]
@@ -370,6 +388,8 @@ def main(argv=None):
     r.add_argument("--libs", nargs="*", default=LIBS)
     r.add_argument("--cases", nargs="*", metavar="CASE",
                    help="cases by name, e.g. 'float32 sum' 'int8->int64 sum' (default: all)")
+    r.add_argument("--add", action="store_true",
+                   help="keep the other cases' rows already in --out (a second process)")
     s = sub.add_parser("sweep")
     s.add_argument("--out", required=True)
     g = sub.add_parser("report")
@@ -384,7 +404,8 @@ def main(argv=None):
             if unknown:
                 p.error(f"unknown case(s) {unknown}; the cases are {sorted(names)}")
             cases = [names[c] for c in args.cases]
-        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], cases=cases, libs=args.libs)
+        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], cases=cases, libs=args.libs,
+            add=args.add)
     elif args.cmd == "sweep":
         sweep(args.out)
     else:
