@@ -87,7 +87,10 @@ def _timings(n: int) -> tuple[int, int]:
 
 def measure(case: Case, n: int, libs, x, rounds: int = 3) -> list[dict]:
     """Every library on ``x``, interleaved over ``rounds`` rounds (median of each),
-    so that drift in the GPU's clocks during a run favours none of them."""
+    so that drift in the GPU's clocks during a run favours none of them. Each
+    round starts the order one library later, so that no library always follows
+    the same one (whose leftovers, such as Numba's deferred frees, it might pay
+    for)."""
     want = expected(case, x)
     reps, host_calls = _timings(n)
     made = {lib: calls(lib, case, x) for lib in libs}
@@ -95,8 +98,10 @@ def measure(case: Case, n: int, libs, x, rounds: int = 3) -> list[dict]:
     got = {lib: fns[1]() for lib, fns in made.items()}
     dev = {lib: [] for lib in made}
     host = {lib: [] for lib in made}
-    for _ in range(rounds):
-        for lib, (device_fn, host_fn) in made.items():
+    order = list(made)
+    for k in range(rounds):
+        for lib in order[k % len(order):] + order[:k % len(order)]:
+            device_fn, host_fn = made[lib]
             dev[lib].append(device_seconds(device_fn, reps=reps, batches=3))
             host[lib].append(host_seconds(host_fn, calls=host_calls, rounds=3))
     rows = []

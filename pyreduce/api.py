@@ -181,9 +181,10 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.repeat)
         memo_key = repeat.key(info, op, identity, initial, dtype, backend, stream)
         if memo_key is not None:
-            call = repeat.lookup(memo_key, info, op)
-            if call is not None:
-                return call.run(device_result)
+            found = repeat.lookup(memo_key, info, op)
+            if found is not None:
+                call, flat = found
+                return call.run_on(info, flat, device_result)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
         laws.check_if_requested(monoid, check)
@@ -237,24 +238,29 @@ class Prepared:
         #: compute pyreduce.deterministic's tree (the cpu backend too)
         self.fixed_tree = fixed_tree
 
-    def with_input(self, info, flat) -> "Prepared":
-        """These decisions for another input of the same call shape
-        (:mod:`pyreduce.repeat`): ``info`` and its flat device array."""
-        twin = Prepared(self.backend, self.monoid, info, self.initial, self.stream,
+    def detached(self) -> "Prepared":
+        """These decisions without the input (what :mod:`pyreduce.repeat` keeps:
+        the memo must not keep a user's array alive)."""
+        twin = Prepared(self.backend, self.monoid, None, self.initial, self.stream,
                         self.fixed_tree)
-        twin.device, twin.flat, twin.plan = self.device, flat, self.plan
+        twin.device, twin.plan = self.device, self.plan
         return twin
 
     def run(self, device_result: bool = False, out=None, shape=None):
         """The value: a NumPy scalar, a device array (``device_result``) or
         ``out``. ``shape`` (all ones: ``keepdims``) makes the result an array of
         that shape instead of a scalar or 0-d array, and ``out`` must have it."""
+        return self.run_on(self.info, self.flat, device_result, out, shape)
+
+    def run_on(self, info, flat, device_result: bool = False, out=None, shape=None):
+        """:meth:`run` with another input of the same call shape: ``info`` and
+        its flat device array (:mod:`pyreduce.repeat`)."""
         be, monoid, stream = self.backend, self.monoid, self.stream
         if out is not None and device_result:
             raise ValueError("pass out= or device_result=True, not both")
         if isinstance(out, np.ndarray):  # a host array: the value, copied in
             check_out(out.shape, out.dtype, monoid.dtype, shape)
-            out[...] = self.run()
+            out[...] = self.run_on(info, flat)
             return out
         user = buffer = None
         if out is not None or device_result:
@@ -267,23 +273,23 @@ class Prepared:
             if out is not None:
                 user, buffer = out, be.out_buffer(out, monoid.dtype, shape)
             else:
-                user, buffer = be.new_result(monoid.dtype, stream, self.info, shape or ())
-        if self.info.size == 0:
+                user, buffer = be.new_result(monoid.dtype, stream, info, shape or ())
+        if info.size == 0:
             value = self.initial if self.initial is not None else monoid.empty_result()
             if buffer is not None:
                 be.put_value(buffer, value, stream)
                 return user
         elif be.name == "cpu":
-            host = self.info.host if self.info.host is not None else _to_host(self.info)
-            if is_bfloat16(self.info.dtype):  # the cpu backend folds float32
+            host = info.host if info.host is not None else _to_host(info)
+            if is_bfloat16(info.dtype):  # the cpu backend folds float32
                 host = bfloat16_to_float32(host)
             value = be.reduce(host, monoid, self.initial, tree=self.fixed_tree)
         else:
             run = be.executable(self.plan, monoid, self.device)
             if buffer is not None:
-                run(self.flat, stream, self.initial, buffer)
+                run(flat, stream, self.initial, buffer)
                 return user
-            value = run(self.flat, stream, self.initial)
+            value = run(flat, stream, self.initial)
         value = monoid.result(value)
         return value if shape is None else np.full(shape, value, dtype=monoid.dtype)
 

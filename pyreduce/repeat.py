@@ -55,7 +55,8 @@ def key(info, op, identity, initial, dtype, backend, stream):
 
 
 def lookup(k, info, op):
-    """The remembered call for call shape ``k``, bound to this input, or None."""
+    """``(call, flat)``: the remembered :class:`~pyreduce.api.Prepared` call for
+    call shape ``k`` and this input's flat device array; or None."""
     entry = _MEMO.get(k)
     if entry is None:
         return None
@@ -68,7 +69,7 @@ def lookup(k, info, op):
     flat = be.flat_input(info, call.stream)
     if be.alignment(flat) != entry.align:
         return None
-    return call.with_input(info, flat)
+    return call, flat
 
 
 def remember(k, call, op) -> None:
@@ -76,7 +77,7 @@ def remember(k, call, op) -> None:
     if len(_MEMO) >= LIMIT:
         _MEMO.clear()
     be = call.backend
-    _MEMO[k] = _Entry(call.with_input(None, None), _bindings(op), be.alignment(call.flat),
+    _MEMO[k] = _Entry(call.detached(), _bindings(op), be.alignment(call.flat),
                       be.device_id())
 
 

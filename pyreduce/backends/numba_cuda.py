@@ -261,14 +261,16 @@ class CudaBackend(NumbaCudaBackend):
             import cupy
 
             arr = cupy.empty(shape, dtype=dtype)
+            ptr = arr.data.ptr
         elif kind == "torch":
             arr = _torch_empty(dtype, info.device.device, shape)
+            ptr = arr.data_ptr()
         else:
             arr = _SLABS.array(shape, dtype)
             if arr is None:
                 arr = self.cuda.device_array(shape, dtype=dtype)
-        size = math.prod(shape)
-        return arr, DeviceView(device_fields(arr).ptr, size, dtype.itemsize, dtype, arr)
+            ptr = arr.device_ctypes_pointer.value or 0
+        return arr, DeviceView(ptr, math.prod(shape), dtype.itemsize, dtype, arr)
 
     def out_buffer(self, out, dtype: np.dtype, shape=None):
         fields = device_fields(out) if hasattr(out, "__cuda_array_interface__") else None
