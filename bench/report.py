@@ -10,11 +10,11 @@ size, with the machine information the run recorded. CPU rows: time per call.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
-GPU_LIBS = [
-    "pyreduce", "pyreduce-numba-array", "pyreduce-lambda", "cupy", "torch", "numba.cuda.reduce",
-]
+sys.path.insert(0, os.path.dirname(__file__))
+from peers import LIBS  # noqa: E402
 
 
 def _median_us(bench) -> float:
@@ -33,8 +33,12 @@ def report(path: str) -> str:
         f"PyTorch {info.get('torch')}.",
         "",
     ]
-    gpu = [b for b in benches if b["name"].startswith("test_gpu[")]
+    gpu = [b for b in benches if b["name"].startswith("test_gpu[")
+           and b["extra_info"].get("dtype", "float32") == "float32"
+           and b["extra_info"].get("acc", "float32") == "float32"]
     if gpu:
+        found = {b["extra_info"]["lib"] for b in gpu}  # older runs named some differently
+        libs = [lib for lib in LIBS if lib in found] + sorted(found - set(LIBS))
         sizes = sorted({b["extra_info"]["n"] for b in gpu})
         for op in ("sum", "max"):
             out += [f"### GPU float32 {op}", "",
@@ -42,7 +46,7 @@ def report(path: str) -> str:
                         f"2**{n.bit_length() - 1} GB/s | 2**{n.bit_length() - 1} host us"
                         for n in sizes) + " |",
                     "|---" * (1 + 2 * len(sizes)) + "|"]
-            for lib in GPU_LIBS:
+            for lib in libs:
                 cells = []
                 for n in sizes:
                     b = [b for b in gpu if b["extra_info"]["lib"] == lib
