@@ -32,6 +32,22 @@ def per_call_us(fn, calls=20000) -> float:
     return best * 1e6
 
 
+def burst_us(fn, cp, burst: int = 32, rounds: int = 300) -> float:
+    """Host microseconds per call of ``fn`` in bursts short enough that the GPU's
+    launch queue never fills (the device is synchronized between bursts, off the
+    clock): what issuing a call costs the host. The median over ``rounds``."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        times.append((time.perf_counter() - t0) / burst)
+    cp.cuda.Device().synchronize()
+    return float(np.median(times)) * 1e6
+
+
 def _full_path(fn):
     """``fn`` with :mod:`pyreduce.repeat` bypassed: every call decides afresh."""
     from pyreduce import repeat
@@ -119,7 +135,11 @@ def main(n: int = 2**10) -> None:
     step, dst = ws.steps[0], ws.buffers["result"]
     launch = per_call_us(lambda: step(call.flat, dst, call.stream))
     cp.cuda.Device().synchronize()
-    print(f"  {'one launch (cuLaunchKernel), no sync':40s} {launch:7.2f} us")
+    print(f"  {'one launch (cuLaunchKernel), no sync':40s} {launch:7.2f} us "
+          "(back to back: the GPU's pace once its queue is full)")
+    print(f"  {'the same, host time of bursts of 32':40s} "
+          f"{burst_us(lambda: step(call.flat, dst, call.stream), cp):7.2f} us")
+    print(f"  {'cupy x.max() -> device, bursts of 32':40s} {burst_us(x.max, cp):7.2f} us")
     pool.append(ws)
     for mapped in (True, False):
         fastpath.MAPPED_RESULTS = mapped

@@ -44,7 +44,8 @@ def cache_info():
 
 
 def cache_clear():
-    """Forget every built kernel and compiled operator, and the plans that hold them."""
+    """Forget every built kernel and compiled operator, the plans that hold them,
+    and the calls remembered with them (:mod:`pyreduce.repeat`)."""
     from . import batch, driver, planner
 
     _KERNELS.clear()
