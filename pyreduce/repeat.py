@@ -40,24 +40,22 @@ class _Entry:
 
 
 def key(info, op, identity, initial, dtype, backend, stream):
-    """The call shape of a plain call, or None where it cannot be a key (an
-    unhashable argument, an input on the host)."""
-    fields = info.fields
+    """The call shape of a plain call, or None for an input on the host. (A key
+    with an unhashable part is never found nor remembered.)"""
     if info.device is None:
         return None
-    k = (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
-         info.kind, info.dtype, info.shape, None if fields is None else fields.stream)
-    try:
-        hash(k)
-    except TypeError:
-        return None
-    return k
+    fields = info.fields
+    return (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
+            info.kind, info.dtype, info.shape, None if fields is None else fields.stream)
 
 
 def lookup(k, info, op):
     """``(call, flat)``: the remembered :class:`~pyreduce.api.Prepared` call for
     call shape ``k`` and this input's flat device array; or None."""
-    entry = _MEMO.get(k)
+    try:
+        entry = _MEMO.get(k)
+    except TypeError:  # an unhashable argument: no memo
+        return None
     if entry is None:
         return None
     call = entry.call
@@ -74,6 +72,10 @@ def lookup(k, info, op):
 
 def remember(k, call, op) -> None:
     """Remember ``call`` (a :class:`~pyreduce.api.Prepared` with a plan) for ``k``."""
+    try:
+        hash(k)
+    except TypeError:  # an unhashable argument: no memo
+        return
     if len(_MEMO) >= LIMIT:
         _MEMO.clear()
     be = call.backend

@@ -305,21 +305,20 @@ class ResultSlabs:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._open: dict = {}  # device id -> [slab pointer, next free offset]
+        self._open: dict = {}  # device id -> [slab memory, next free offset]
 
     def array(self, shape, dtype: np.dtype):
         """A new device array of ``shape`` in a slab, or None if it is too large."""
         nbytes = math.prod(shape) * dtype.itemsize
         if not 0 < nbytes <= self.MAX_BYTES:
             return None
-        from numba.cuda.cudadrv import devicearray, driver
-
+        cuda, devicearray, driver = self._numba
         step = -(-nbytes // self.ALIGN) * self.ALIGN
         device = current_device()
         with self._lock:
             slab = self._open.get(device)
             if slab is None or slab[1] + step > self.SLAB_BYTES:
-                mem = self.cuda.current_context().memalloc(self.SLAB_BYTES)
+                mem = cuda.current_context().memalloc(self.SLAB_BYTES)
                 slab = self._open[device] = [mem, 0]
             mem, offset = slab
             slab[1] = offset + step
@@ -329,10 +328,12 @@ class ResultSlabs:
                                          gpu_data=view)
 
     @functools.cached_property
-    def cuda(self):
+    def _numba(self):
+        """numba.cuda and the driver modules, imported once, not on every result."""
         from numba import cuda
+        from numba.cuda.cudadrv import devicearray, driver
 
-        return cuda
+        return cuda, devicearray, driver
 
 
 _SLABS = ResultSlabs()
