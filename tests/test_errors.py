@@ -391,6 +391,20 @@ def test_warp_64_refused_on_a_gpu():
                      warp_size=64)
 
 
+@pytest.mark.parametrize("stream, exc, msg", [
+    ("s", TypeError, "stream= must be a CUDA stream .* got str"),
+    (1.5, TypeError, "got float"),
+    (True, TypeError, "got bool"),
+    ([0], TypeError, "got list"),
+    (-1, ValueError, "stream=-1 is not a stream handle"),
+])
+def test_bad_stream(backend, stream, exc, msg):
+    x = np.random.default_rng(0).standard_normal(300)
+    raises_untouched(exc, msg, x, "add", backend=backend, stream=stream)
+    with pytest.raises(exc, match=msg):
+        pyreduce.sum(x, axis=0, backend=backend, stream=stream)
+
+
 def test_device_result_on_cpu_refused():
     raises_untouched(ValueError, "device_result", np.arange(10.0), "add", backend="cpu",
                      device_result=True)

@@ -45,6 +45,20 @@ def carrier(dtype: np.dtype):
     return np.int64 if dtype.itemsize == 8 else np.int32
 
 
+def check_stream(stream) -> None:
+    """A ``stream=`` argument is None (the default), a stream handle (an int of at
+    least 0) or a stream object (Numba's, CuPy's, PyTorch's); a TypeError or
+    ValueError says what else was given."""
+    if stream is None:
+        return
+    if isinstance(stream, (bool, np.bool_, str, bytes, float, complex, np.inexact, np.ndarray,
+                           list, tuple, dict, set)):
+        raise TypeError(f"stream= must be a CUDA stream (Numba, CuPy or PyTorch) or a "
+                        f"stream handle (an int), got {type(stream).__name__}")
+    if isinstance(stream, (int, np.integer)) and stream < 0:
+        raise ValueError(f"stream={stream} is not a stream handle (handles are >= 0)")
+
+
 def check_out(shape, got: np.dtype, dtype: np.dtype, want=None) -> None:
     """An ``out=`` array (of ``shape`` and dtype ``got``) must hold exactly the
     result: one element of the result's dtype for a reduction to one value
@@ -201,6 +215,7 @@ class GeneratedBackend:
 
     def launch_stream(self, stream, info):
         """What this backend launches on: the caller's ``stream`` (None: the default)."""
+        check_stream(stream)
         return stream or 0
 
     def as_device_array(self, x):

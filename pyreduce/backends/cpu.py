@@ -31,6 +31,7 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
+from .base import check_stream
 from .opcheck import check_op, compiled_step, njit_cast, njit_op
 
 __all__ = ["CpuBackend"]
@@ -137,7 +138,9 @@ class CpuBackend:
         self.threads = max(1, min(os.cpu_count() or 1, 32))
 
     def launch_stream(self, stream, info):
-        """Nothing to launch on a device: streams do not apply."""
+        """Nothing to launch on a device: streams do not apply (but a bad one is
+        still refused)."""
+        check_stream(stream)
         return None
 
     def _executor(self):

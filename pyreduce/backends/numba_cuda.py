@@ -20,7 +20,7 @@ from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
 from ..interop import ArrayInterface, c_strides, device_fields
-from .base import GeneratedBackend, carrier, check_out
+from .base import GeneratedBackend, carrier, check_out, check_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
 from .opcheck import check_op
@@ -194,6 +194,7 @@ class CudaBackend(NumbaCudaBackend):
         """The caller's stream, as a handle; by default the stream the input's
         producer works on (CuPy's or PyTorch's current stream), so the reduction
         is ordered after the work that made its input without a synchronization."""
+        check_stream(stream)
         if stream is None:
             fields = info.fields
             producer = None if fields is None else fields.stream
