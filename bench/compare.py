@@ -9,13 +9,16 @@ process on one GPU.
 
 ``run`` measures, for every case of :data:`peers.CASES` and sizes 2**10..2**28:
 *device time* (CUDA events around back-to-back calls that leave the result on the
-device, per call; GB/s are input bytes over it) and *host latency* (wall time of a
-call that returns a host scalar), with each library's answer checked against a
-float64 (or exact) reference. It also measures the bandwidth ceiling (a
+device, per call, queued while the GPU is held so that the host's pace is not
+timed: :func:`pyreduce.tuning.device_seconds`; GB/s are input bytes over it),
+*host latency* (wall time of a call that returns a host scalar) and the *device
+call* (wall time per call of back-to-back calls that leave the result on the
+device), with each library's answer checked against a float64 (or exact)
+reference. It also measures the bandwidth ceiling (a
 device-to-device copy, read + write bytes) and pyreduce's compile time: the first
 call with a new op, and a second lambda with the same code. ``sweep`` times
-pyreduce's variants, block sizes, items per thread and vector loads at 2**24 and
-2**28. ``report`` writes ``docs/performance/compare.md`` and ``compare.png``.
+pyreduce's variants, items per thread, grid sizes and non-coherent loads (at
+2**28, or ``--log2``). ``report`` writes ``docs/performance/compare.md`` and ``compare.png``.
 """
 
 from __future__ import annotations
@@ -98,18 +101,21 @@ def measure(case: Case, n: int, libs, x, rounds: int = 3) -> list[dict]:
     got = {lib: fns[1]() for lib, fns in made.items()}
     dev = {lib: [] for lib in made}
     host = {lib: [] for lib in made}
+    issue = {lib: [] for lib in made}
     order = list(made)
     for k in range(rounds):
         for lib in order[k % len(order):] + order[:k % len(order)]:
             device_fn, host_fn = made[lib]
             dev[lib].append(device_seconds(device_fn, reps=reps, batches=3))
             host[lib].append(host_seconds(host_fn, calls=host_calls, rounds=3))
+            issue[lib].append(host_seconds(device_fn, calls=host_calls, rounds=3))
     rows = []
     for lib in made:
         dsec, hsec = float(np.median(dev[lib])), float(np.median(host[lib]))
+        isec = float(np.median(issue[lib]))
         rows.append(dict(lib=lib, case=case.name, dtype=case.dtype, op=case.op, acc=case.acc,
                          n=n, device_us=dsec * 1e6, GBps=x.nbytes / dsec / 1e9,
-                         host_us=hsec * 1e6, rounds=rounds,
+                         host_us=hsec * 1e6, call_us=isec * 1e6, rounds=rounds,
                          correct=bool(_close(got[lib], want, case, n))))
     return rows
 
@@ -184,7 +190,11 @@ def _sweep_items(case: Case) -> list[int]:
     return {1: [16], 4: [4, 8, 16], 8: [2, 4, 8]}[size]
 
 
-def sweep(out: str, n: int = 2**28) -> None:
+def sweep(out: str, n: int = 2**28, quick: bool = False) -> None:
+    """Time the kernel choices at ``n`` elements against CuPy: variant, items per
+    thread, grid size (in waves of resident blocks) and non-coherent loads, for
+    built-in ops and (float32) a lambda. ``quick``: built-in ops and
+    non-coherent loads only."""
     import cupy as cp
 
     import pyreduce
@@ -201,9 +211,9 @@ def sweep(out: str, n: int = 2**28) -> None:
         rows.append(dict(case=case.name, n=n, config="cupy", GBps=x.nbytes / t / 1e9))
         acc = np.dtype(case.acc)
         ops = [("builtin", "add" if case.op == "sum" else "max")]
-        if case.dtype == "float32":
+        if case.dtype == "float32" and not quick:
             ops.append(("lambda", user_op(case)))
-        for nc in (True, False):
+        for nc in (True,) if quick else (True, False):
             vload.NONCOHERENT = nc
             vload.cuda_vload.cache_clear()
             pyreduce.cache_clear()
@@ -271,7 +281,7 @@ def report(path: str, sweep_path: str | None = None, docs: str = DOCS) -> str:
         lines += [f"### {case}", "",
                   "| library | " + " | ".join(f"2**{n.bit_length() - 1} GB/s" for n in big)
                   + " | " + " | ".join(f"2**{n.bit_length() - 1} host us" for n in small)
-                  + " |", "|---" * (1 + len(big) + len(small)) + "|"]
+                  + " | 2**10 device call us |", "|---" * (2 + len(big) + len(small)) + "|"]
         for lib in libs:
             cells = []
             for n in big:
@@ -281,6 +291,8 @@ def report(path: str, sweep_path: str | None = None, docs: str = DOCS) -> str:
             for n in small:
                 r = _row(rows, lib=lib, case=case, n=n)
                 cells.append("-" if r is None else f"{r['host_us']:.1f}")
+            r = _row(rows, lib=lib, case=case, n=2**10)
+            cells.append("-" if r is None or "call_us" not in r else f"{r['call_us']:.1f}")
             if any(c != "-" for c in cells):
                 lines.append(f"| {lib} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -314,7 +326,7 @@ def _ratios(rows, sizes) -> list[str]:
             f" | {ratio('pyreduce', 2**10, 'host_us', invert=True)}"
             f" | {ratio('pyreduce-numba', 2**10, 'host_us', invert=True)}"
             f" | {ratio('pyreduce', 2**16, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce', 2**10, 'device_us', invert=True)} |")
+            f" | {ratio('pyreduce', 2**10, 'call_us', invert=True)} |")
     out += ["", "Ratios above 1 favour pyreduce (bandwidth: pyreduce / CuPy; latency: "
             "CuPy / pyreduce).", ""]
     return out
@@ -397,6 +409,9 @@ def main(argv=None):
                    help="keep the other cases' rows already in --out (a second process)")
     s = sub.add_parser("sweep")
     s.add_argument("--out", required=True)
+    s.add_argument("--log2", type=int, default=28, help="elements: 2**LOG2 (default 28)")
+    s.add_argument("--quick", action="store_true",
+                   help="built-in ops and non-coherent loads only")
     g = sub.add_parser("report")
     g.add_argument("path")
     g.add_argument("sweep", nargs="?")
@@ -412,7 +427,7 @@ def main(argv=None):
         run(args.out, [n for n in SIZES if n <= 2**args.max_log2], cases=cases, libs=args.libs,
             add=args.add)
     elif args.cmd == "sweep":
-        sweep(args.out)
+        sweep(args.out, 2**args.log2, args.quick)
     else:
         print(report(args.path, args.sweep))
 
