@@ -155,6 +155,38 @@ def test_repeat_calls_follow_their_inputs():
     assert got == want
 
 
+def test_compiled_and_bindings_launchers_agree(monkeypatch):
+    """Kernels are launched by compiled code calling libcuda
+    (``fastpath.launch``); the ``cuda.bindings`` launcher it falls back to gives
+    the same results; a failed launch is a RuntimeError naming the driver's
+    error, from either."""
+    from pyreduce.backends import fastpath
+
+    cuda = cuda_module()
+    x = np.random.default_rng(5).standard_normal(3 * 2**16 + 5).astype(np.float32)
+    d = cuda.to_device(x)
+    want = (x.max(), x[-1], x.sum(dtype=np.float64))
+
+    def results():
+        return (pyreduce.reduce(d, lambda a, b: b if b > a else a),
+                pyreduce.reduce(d, lambda a, b: b),
+                pyreduce.sum(d, dtype=np.float64, device_result=True).copy_to_host()[()])
+
+    got = results()
+    assert type(fastpath.launch).__name__ == "CPUDispatcher"  # Numba's compiled function
+    compiled = fastpath.launch
+    monkeypatch.setattr(fastpath, "launch", fastpath._bindings_launch)
+    for found in (got, results()):
+        assert found[:2] == want[:2]
+        assert found[2] == pytest.approx(want[2], rel=1e-9)
+    for launcher in (compiled, fastpath._bindings_launch):
+        err = launcher(0, 1, 32, 0, 0)  # no such function
+        assert err != 0
+        with pytest.raises(RuntimeError, match="CUDA_ERROR"):
+            fastpath._check(err)
+    assert results()[:2] == want[:2]  # the failed launches left nothing behind
+
+
 # --------------------------------------------------------------------------
 # CuPy
 

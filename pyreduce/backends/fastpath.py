@@ -13,6 +13,7 @@ read straight from ``__cuda_array_interface__``.
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -178,7 +179,7 @@ class PreparedLaunch:
             for t in self._types
         )
         compiled = self.kernel.fn.compile(sig)
-        handle = compiled._codelibrary.get_cufunc().handle
+        handle = int(compiled._codelibrary.get_cufunc().handle)
         self._handles[key] = handle
         return handle
 
@@ -200,10 +201,60 @@ class PreparedLaunch:
             v[i + 6] = offsets.stride
             key += (offsets.dtype.char, offsets.layout)
         handle = self._handles.get(key) or self._compile(flat, out, offsets, key)
-        err, = cuda_driver().cuLaunchKernel(handle, self.grid, 1, 1, self.block, 1, 1, 0,
-                                    int(stream) if stream else 0, self.params, 0)
-        if err != _SUCCESS:
-            _check((err,))
+        err = launch(handle, self.grid, self.block, int(stream) if stream else 0, self.params)
+        if err:
+            _check(err)
+
+
+def launch(function: int, grid: int, block: int, stream: int, params: int) -> int:
+    """``cuLaunchKernel`` of ``function`` (a handle) on a 1-D grid with the
+    parameter pointer array at ``params``; the driver's result code.
+
+    Its first call compiles it (:func:`_compiled_launch`): a Numba ``njit``
+    function calling the driver through a ctypes function pointer, which spares
+    the per-argument conversions of a Python binding (on an H100, about a
+    microsecond of a launch's 5-6). Where libcuda cannot be loaded that way, the
+    launch goes through ``cuda.bindings``."""
+    global launch
+    launch = _compiled_launch() or _bindings_launch
+    return launch(function, grid, block, stream, params)
+
+
+def _bindings_launch(function, grid, block, stream, params) -> int:
+    err, = cuda_driver().cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
+    return int(err)
+
+
+def _compiled_launch():
+    """The compiled launcher of :func:`launch`, or None where libcuda is not
+    found by ctypes."""
+    import ctypes
+    import ctypes.util
+
+    name = "nvcuda.dll" if os.name == "nt" else "libcuda.so.1"
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        found = ctypes.util.find_library("cuda")
+        if found is None:
+            return None
+        lib = ctypes.CDLL(found)
+    from numba import njit
+
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint
+    # cuLaunchKernel(f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes,
+    # stream, kernelParams, extra): handles and pointers as 64-bit integers
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64,
+                             u64)
+    cu_launch = proto(("cuLaunchKernel", lib))
+
+    @njit
+    def compiled(function, grid, block, stream, params):
+        return cu_launch(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
+
+    global _LIBCUDA
+    _LIBCUDA = (lib, cu_launch)  # the compiled code calls into this library
+    return compiled
 
 
 _local = threading.local()
@@ -283,6 +334,7 @@ def write_array(view: DeviceView, host: np.ndarray, stream) -> None:
 
 _CU = None
 _SUCCESS = None
+_LIBCUDA = None
 
 
 def current_device() -> int:
@@ -313,5 +365,6 @@ def cuda_driver():
 def _check(result) -> None:
     err = result[0] if isinstance(result, tuple) else result
     if int(err) != 0:
-        _, name = cuda_driver().cuGetErrorName(err)
+        cu = cuda_driver()
+        _, name = cu.cuGetErrorName(cu.CUresult(int(err)))
         raise RuntimeError(f"CUDA driver call failed: {name.decode() if name else err}")
