@@ -179,12 +179,10 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
              and items_per_thread is None and warp_size is None and max_blocks is None
              and vector_loads is None)
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.repeat)
-        memo_key = repeat.key(info, op, identity, initial, dtype, backend, stream)
-        if memo_key is not None:
-            found = repeat.lookup(memo_key, info, op)
-            if found is not None:
-                call, flat = found
-                return call.run_on(info, flat, device_result)
+        memo_key, result = _repeat(info, op, identity, initial, dtype, backend, stream,
+                                   device_result)
+        if result is not _MISS:
+            return result
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
         laws.check_if_requested(monoid, check)
@@ -211,6 +209,21 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     # every axis kept with extent 1: an array, which stays where the input is
     on_device = info.on_device and call.backend.name != "cpu" and out is None
     return call.run(device_result or on_device, out, shape=(1,) * ndim)
+
+
+_MISS = object()
+
+
+def _repeat(info, op, identity, initial, dtype, backend, stream, device_result):
+    """``(call shape, result)`` of a plain call: the result of its remembered
+    decisions (:mod:`pyreduce.repeat`), or :data:`_MISS` when there are none."""
+    k = repeat.key(info, op, identity, initial, dtype, backend, stream)
+    if k is not None:
+        found = repeat.lookup(k, info, op)
+        if found is not None:
+            call, flat = found
+            return k, call.run_on(info, flat, device_result)
+    return k, _MISS
 
 
 def _axes_take(monoid: Monoid, deterministic) -> None:
@@ -336,6 +349,13 @@ def _to_host(info) -> np.ndarray:
 def _named(op, dtype_rule, x, axis, dtype, out, keepdims, identity, initial, kwargs):
     info = inspect(x)
     acc = dtype_rule(info.dtype) if dtype is None else dtype
+    if (axis is None and out is None and not keepdims
+            and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs))):
+        # the commonest plain call, straight to its repeat (pyreduce.repeat)
+        result = _repeat(info, op, identity, initial, acc, "auto", None,
+                         kwargs.get("device_result", False))[1]
+        if result is not _MISS:
+            return result
     return _reduce(info, op, identity, initial, acc, out=out, axis=axis, keepdims=keepdims,
                    **kwargs)
 
