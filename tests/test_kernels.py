@@ -181,8 +181,11 @@ def test_random_float_sums_within_bound(backend, n, seed, dt, variant, user):
 
 
 def test_scratch_reuse_between_sizes(gpu_backend):
+    """Workspaces (and single-pass tickets) are reused by later calls: grids of
+    several blocks and of one (which skips the ticket without an initial
+    value), each size twice."""
     tuning = dict(block_size=32, items_per_thread=1, max_blocks=4)
-    for n in (1000, 3, 129, 40, 1, 500, 2):
+    for n in (1000, 3, 129, 40, 1, 500, 2) * 2:
         x = affine_data(n, seed=n)
         for init in (None, 77 * P + 5):
             want = functools.reduce(affine, x.tolist(), *(() if init is None else (init,)))

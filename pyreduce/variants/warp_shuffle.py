@@ -11,7 +11,8 @@ With ``last_block`` set the kernel also finishes the reduction in one launch: ea
 block writes its partial, fences, and takes a ticket from an atomic counter; the
 block that draws the last ticket has seen every other block's partial and reduces
 them, in block order, with the same code (the NVIDIA counterpart of the tutorial's
-Global Data Share step).
+Global Data Share step). A grid of one block with no initial value writes its
+result directly.
 """
 
 from __future__ import annotations
@@ -56,14 +57,20 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         put = store(spec, "out", dialect.block_idx(), "v")
         return head + snippet("if tid == 0:\n" + snippet(put, 1), 1) + "\n"
     # `blocks` holds `head` leading values (an initial value) then one partial per
-    # block; the last block to finish reduces all of them in order.
+    # block; the last block to finish reduces all of them in order. A lone block
+    # with nothing ahead of it holds the result already: it skips the fence, the
+    # ticket and the second fold (a small input's whole kernel is latency).
     finish = render(
         """
         last = ${flag}
         if tid == 0:
+            if ${grid} == 1 and head == 0:
+        ${put_alone}
+                last[0] = 0
+            else:
         ${put_block}
-            ${fence}
-            last[0] = ${ticket} == ${grid} - 1
+                ${fence}
+                last[0] = ${ticket} == ${grid} - 1
         ${sync}
         if last[0]:
             count = head + ${grid}
@@ -80,7 +87,8 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         grid=dialect.grid_dim(),
         sync=dialect.syncthreads(),
         TILE=spec.tile, TILE1=spec.tile - 1,
-        put_block=snippet(store(spec, "blocks", f"head + {dialect.block_idx()}", "v"), 1),
+        put_alone=snippet(store(spec, "out", "0", "v"), 2),
+        put_block=snippet(store(spec, "blocks", f"head + {dialect.block_idx()}", "v"), 2),
         put_out=snippet(store(spec, "out", "0", "v"), 2),
         body=snippet(block_fold(spec, dialect, "blocks", "count", "0", "chunk2", accs=True), 1),
     )
