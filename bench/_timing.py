@@ -3,12 +3,12 @@
 import numpy as np
 
 
-def device_seconds(fn, reps=20, batches=5):
-    """Median over batches of the mean device time per call, from CUDA events (the
-    autotuner's timer)."""
+def device_seconds(fn, reps=20, batches=5, hold=True):
+    """Median over batches of the mean device time per call, from CUDA events, with
+    the GPU held while the calls are queued (the autotuner's timer)."""
     from pyreduce.tuning import device_seconds as timer
 
-    return timer(fn, reps, batches)
+    return timer(fn, reps, batches, hold)
 
 
 def host_seconds(fn, calls=200, rounds=5):

@@ -3,7 +3,8 @@ numba.cuda.reduce on the GPU (the libraries and cases of ``bench/peers.py``, whi
 ``bench/compare.py`` also uses).
 
 Run: ``python -m pytest bench --benchmark-json=bench.json``. Each GPU case records
-device time (CUDA events, median of batches) and GB/s in ``extra_info``; the
+device time (CUDA events, the GPU held while the calls are queued, median of
+batches) and GB/s in ``extra_info``; the
 benchmark's own statistics are the host call latency (host scalar returned).
 Compile time is measured on its own (``test_compile_time``).
 """
@@ -16,7 +17,7 @@ import pytest
 import pyreduce
 
 from _timing import device_seconds, record
-from peers import CASES, LIBS, calls, data, expected
+from peers import CASES, LIBS, UNHELD, calls, data, expected
 
 SIZES_GPU = [2**10, 2**20, 2**28]
 SIZES_CPU = [2**10, 2**20, 10_000_000]
@@ -55,7 +56,7 @@ def test_gpu(benchmark, gpu, lib, case, n):
     if made is None:
         pytest.skip(f"{lib} cannot do {case.name} here")
     device_fn, host_fn = made
-    seconds = device_seconds(device_fn)
+    seconds = device_seconds(device_fn, hold=lib not in UNHELD)
     benchmark.group = f"gpu {case.name} n=2**{n.bit_length() - 1}"
     result = benchmark(host_fn)
     want = expected(case, x)

@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import device_seconds, host_seconds  # noqa: E402
-from peers import CASES, LIBS, Case, calls, data, expected, user_op  # noqa: E402
+from peers import CASES, LIBS, UNHELD, Case, calls, data, expected, user_op  # noqa: E402
 
 SIZES = [2**10, 2**12, 2**14, 2**16, 2**20, 2**24, 2**26, 2**28]
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "performance")
@@ -106,7 +106,8 @@ def measure(case: Case, n: int, libs, x, rounds: int = 3) -> list[dict]:
     for k in range(rounds):
         for lib in order[k % len(order):] + order[:k % len(order)]:
             device_fn, host_fn = made[lib]
-            dev[lib].append(device_seconds(device_fn, reps=reps, batches=3))
+            dev[lib].append(device_seconds(device_fn, reps=reps, batches=3,
+                                           hold=lib not in UNHELD))
             host[lib].append(host_seconds(host_fn, calls=host_calls, rounds=3))
             issue[lib].append(host_seconds(device_fn, calls=host_calls, rounds=3))
     rows = []

@@ -44,6 +44,11 @@ LIBS = [
     "cupy", "torch", "cuda.compute", "numba.cuda.reduce",
 ]
 
+#: Libraries whose calls wait for the GPU (numba.cuda.reduce frees its scratch
+#: within the call), so their device time cannot be taken with the GPU held
+#: (:func:`pyreduce.tuning.device_seconds`) and includes their host's pace.
+UNHELD = {"numba.cuda.reduce"}
+
 
 def data(case: Case, n: int, seed: int = 0):
     """A CuPy array of ``n`` values that exercise the op: normal floats, ints

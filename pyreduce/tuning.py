@@ -197,17 +197,18 @@ def show() -> str:
     return "\n".join(lines)
 
 
-def device_seconds(fn, reps: int = 20, batches: int = 1) -> float:
+def device_seconds(fn, reps: int = 20, batches: int = 1, hold: bool = True) -> float:
     """Seconds per call of ``fn`` on the device: CUDA events around ``reps``
     back-to-back calls after a warm-up call, the median over ``batches``.
 
-    The GPU is held by a kernel that sleeps while the host queues the calls (as
-    NVIDIA's nvbench does), so that the events time the GPU's work and not the
-    pace at which the host issues it: a reduction of 2**24 float32 takes about as
-    long on an H100 as a Python call takes to issue it. A batch whose first event
-    was reached before the last call was queued is timed again with a hold four
-    times as long (at most twice: a ``fn`` that waits for the GPU itself cannot
-    be held)."""
+    With ``hold``, the GPU is held by a kernel that sleeps while the host queues
+    the calls (as NVIDIA's nvbench does), so that the events time the GPU's work
+    and not the pace at which the host issues it: a reduction of 2**24 float32
+    takes about as long on an H100 as a Python call takes to issue it. A batch
+    whose first event was reached before the last call was queued is timed once
+    more with a hold four times as long, unless its first call outlasted the
+    hold. A ``fn`` that waits for the GPU itself cannot be held: pass
+    ``hold=False`` for one."""
     from numba import cuda
 
     fn()
@@ -216,20 +217,23 @@ def device_seconds(fn, reps: int = 20, batches: int = 1) -> float:
     fn()  # a warm call's host time sizes the hold
     issue = time.perf_counter() - t0
     cuda.synchronize()
-    hold = _hold_kernel()
     sleeps = int(2 * reps * issue * 1e6) + 100  # microseconds
     times = []
     for _ in range(batches):
-        for attempt in range(3):
+        for attempt in range(2 if hold else 1):
             start, stop = cuda.event(), cuda.event()
-            hold[1, 1](sleeps)
+            if hold:
+                _hold_kernel()[1, 1](sleeps)
             start.record()
-            for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            waits = time.perf_counter() - t0 > sleeps * 1e-6  # fn synchronizes
+            for _ in range(reps - 1):
                 fn()
             stop.record()
             early = start.query()  # the GPU was already past the hold
             stop.synchronize()
-            if not early:
+            if not early or waits:
                 break
             sleeps *= 4
         times.append(cuda.event_elapsed_time(start, stop) * 1e-3 / reps)
