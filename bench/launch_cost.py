@@ -16,8 +16,8 @@ device is synchronized between bursts, off the clock). The kernels are Numba's:
 each through ``cuda.bindings`` on the legacy default stream, on a non-blocking
 stream, and (the first and last) through ``ctypes`` straight into ``libcuda``,
 from Python and from a Numba ``njit`` function. Then the
-launches of CuPy and PyTorch's own paths for comparison, and each kernel's
-attributes (registers, local and shared memory).
+calls of CuPy and PyTorch for comparison, and each kernel's pace back to back
+(CUDA events), which is the host's pace of issuing it.
 """
 
 from __future__ import annotations
@@ -71,17 +71,6 @@ class Params:
         self.values = np.array(words, dtype=np.int64)
         self.pointers = np.arange(len(words), dtype=np.uint64) * 8 + self.values.ctypes.data
         self.address = int(self.pointers.ctypes.data)
-
-
-def attributes(cu, handle) -> dict:
-    attr = cu.CUfunction_attribute
-    out = {}
-    for name in ("CU_FUNC_ATTRIBUTE_NUM_REGS", "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES",
-                 "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", "CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES",
-                 "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"):
-        err, value = cu.cuFuncGetAttribute(getattr(attr, name), handle)
-        out[name.removeprefix("CU_FUNC_ATTRIBUTE_").lower()] = int(value) if not int(err) else None
-    return out
 
 
 def main(argv=None) -> None:
@@ -222,9 +211,7 @@ def main(argv=None) -> None:
         stop.record()
         stop.synchronize()
         gpu = cp.cuda.get_elapsed_time(start, stop) * 1e3 / 2000
-        say(f"  {label:26s} back to back: {gpu:6.2f} us per kernel (GPU pace)")
-    for label, handle, _ in kernels:
-        say(f"  {label:26s} {attributes(cu, handle)}")
+        say(f"  {label:26s} back to back: {gpu:6.2f} us per kernel (events; the host's pace)")
     pool.append(ws)
     if args.out:
         with open(args.out, "w") as f:
