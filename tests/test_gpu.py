@@ -155,6 +155,26 @@ def test_repeat_calls_follow_their_inputs():
     assert got == want
 
 
+def test_device_seconds_times_the_gpu_not_the_host():
+    """With the GPU held while the calls are queued, ``device_seconds`` (the
+    autotuner's and the benchmarks' timer) times the kernels: a small
+    reduction's GPU time is a fraction of the host's time to issue it, which is
+    what unheld events measure; a kernel of known length is timed at that length."""
+    from pyreduce.tuning import _hold_kernel, device_seconds
+
+    cuda = cuda_module()
+    d = cuda.to_device(np.random.default_rng(0).standard_normal(1024).astype(np.float32))
+
+    def call():
+        return pyreduce.max(d, device_result=True)
+
+    held = device_seconds(call, reps=20, batches=3)
+    unheld = device_seconds(call, reps=20, batches=3, hold=False)
+    assert 0 < held < 0.6 * unheld
+    sleeper = _hold_kernel()
+    assert 150e-6 < device_seconds(lambda: sleeper[1, 1](200), reps=5) < 2e-3
+
+
 def test_compiled_and_bindings_launchers_agree(monkeypatch):
     """Kernels are launched by compiled code calling libcuda
     (``fastpath.launch``); the ``cuda.bindings`` launcher it falls back to gives
