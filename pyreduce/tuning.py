@@ -220,7 +220,7 @@ def device_seconds(fn, reps: int = 20, batches: int = 1, hold: bool = True) -> f
     sleeps = int(2 * reps * issue * 1e6) + 100  # microseconds
     times = []
     for _ in range(batches):
-        for attempt in range(2 if hold else 1):
+        for _ in range(2 if hold else 1):
             start, stop = cuda.event(), cuda.event()
             if hold:
                 _hold_kernel()[1, 1](sleeps)
