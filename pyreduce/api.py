@@ -211,19 +211,16 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     return call.run(device_result or on_device, out, shape=(1,) * ndim)
 
 
-_MISS = object()
+_MISS = repeat.MISS
 
 
 def _repeat(info, op, identity, initial, dtype, backend, stream, device_result):
     """``(call shape, result)`` of a plain call: the result of its remembered
     decisions (:mod:`pyreduce.repeat`), or :data:`_MISS` when there are none."""
     k = repeat.key(info, op, identity, initial, dtype, backend, stream)
-    if k is not None:
-        found = repeat.lookup(k, info, op)
-        if found is not None:
-            call, flat = found
-            return k, call.run_on(info, flat, device_result)
-    return k, _MISS
+    if k is None:
+        return k, _MISS
+    return k, repeat.run(k, info, op, device_result)
 
 
 def _axes_take(monoid: Monoid, deterministic) -> None:

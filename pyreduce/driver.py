@@ -127,22 +127,32 @@ class Executable:
                         for step in self.schedule.steps}
         self._pools: dict = {}
 
-    def _workspace(self, stream):
+    def pool(self, stream) -> list:
+        """The prepared workspaces not in use on ``stream``: a call pops one (or
+        makes one, :meth:`workspace`) and appends it when its launches are queued."""
         key = stream_key(stream)
         pool = self._pools.get(key)
         if pool is None:
             pool = self._pools.setdefault(key, [])
+        return pool
+
+    def workspace(self) -> "Workspace":
+        """A new workspace: the plan's scratch, each launch prepared against it."""
+        be = self.backend
+        buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
+                   for name, count, dt, zeroed in self.schedule.buffers}
+        outputs = self.schedule.outputs
+        buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype,
+                                               1 if outputs is None else outputs)
+        steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
+        return Workspace(buffers, steps)
+
+    def _workspace(self, stream):
+        pool = self.pool(stream)
         try:
             return pool, pool.pop()
         except IndexError:
-            be = self.backend
-            buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
-                       for name, count, dt, zeroed in self.schedule.buffers}
-            outputs = self.schedule.outputs
-            buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype,
-                                                   1 if outputs is None else outputs)
-            steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
-            return pool, Workspace(buffers, steps)
+            return pool, self.workspace()
 
     def __call__(self, flat, stream, initial=None, out=None, offsets=None):
         """Reduce the flat device array ``flat``: into ``out`` (a device buffer of

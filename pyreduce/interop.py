@@ -245,7 +245,10 @@ def _reader(cls):
     if found is None:
         kind = next((k for k in ("cupy", "torch", "numba") if cls.__module__.startswith(k)),
                     "cai")
-        found = _READERS[cls] = (_reader_for(cls), kind)
+        found = (_reader_for(cls), kind)
+        # what inspect reads first; the simulator's arrays are not read this way
+        if not cls.__module__.startswith("numba.cuda.simulator") and cls is not np.ndarray:
+            _READERS[cls] = found
     return found
 
 
@@ -259,6 +262,12 @@ def device_fields(x) -> DeviceFields | None:
 
 def inspect(x) -> Input:
     """Classify ``x`` and check its dtype; TypeError names what is wrong."""
+    found = _READERS.get(type(x))
+    if found is not None:  # a device array of a type read before: the common case first
+        fields = found[0](x)
+        if fields is not None:
+            return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
+                         kind=found[1])
     if isinstance(x, np.ndarray):
         if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
             return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
@@ -267,8 +276,8 @@ def inspect(x) -> Input:
         return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
     # hasattr on the instance: a PyTorch CPU tensor's class has the property, but
     # reading it raises AttributeError
-    if (type(x) in _READERS or hasattr(x, "__cuda_array_interface__")
-            or hasattr(x, "__dlpack_device__")):
+    if found is None and (hasattr(x, "__cuda_array_interface__")
+                          or hasattr(x, "__dlpack_device__")):
         reader, kind = _reader(type(x))
         fields = reader(x)
         if fields is not None:

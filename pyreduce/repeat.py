@@ -11,6 +11,8 @@ address, checks that the remembered decisions still hold (the operator's
 bindings, as :func:`~pyreduce.ops.as_monoid` checks them; the current device; the
 address's alignment, which the plan depends on) and launches. Where one does not
 hold, the call takes the full path, which remembers its own decisions instead.
+On the ``cuda`` backend a repeat whose plan is one launch runs in one step
+(:mod:`pyreduce.backends.express`), which checks the device as it launches.
 
 Only the plain call comes here: a reduction to one value on a GPU backend, with
 no ``axis``, ``keepdims``, ``out``, ``map``, ``check``, ``deterministic`` or
@@ -24,19 +26,23 @@ from __future__ import annotations
 from .ops import _bindings, _same
 from .planner import on_clear_plans
 
-__all__ = ["key", "lookup", "remember", "clear", "LIMIT"]
+__all__ = ["key", "run", "remember", "clear", "LIMIT", "MISS"]
 
 #: Entries kept before the memo starts over (call shapes of short-lived lambdas).
 LIMIT = 1024
+
+#: :func:`run`'s result when there are no remembered decisions that hold.
+MISS = object()
 
 _MEMO: dict = {}
 
 
 class _Entry:
-    __slots__ = ("call", "bound", "align", "device")
+    __slots__ = ("run", "backend", "stream", "bound", "align")
 
-    def __init__(self, call, bound, align, device):
-        self.call, self.bound, self.align, self.device = call, bound, align, device
+    def __init__(self, run, backend, stream, bound, align):
+        self.run, self.backend, self.stream = run, backend, stream
+        self.bound, self.align = bound, align
 
 
 def key(info, op, identity, initial, dtype, backend, stream):
@@ -49,25 +55,24 @@ def key(info, op, identity, initial, dtype, backend, stream):
             info.kind, info.dtype, info.shape, None if fields is None else fields.stream)
 
 
-def lookup(k, info, op):
-    """``(call, flat)``: the remembered :class:`~pyreduce.api.Prepared` call for
-    call shape ``k`` and this input's flat device array; or None."""
+def run(k, info, op, device_result):
+    """The result of call shape ``k``'s remembered decisions on this input, or
+    :data:`MISS` where there are none or one does not hold."""
     try:
         entry = _MEMO.get(k)
     except TypeError:  # an unhashable argument: no memo
-        return None
+        return MISS
     if entry is None:
-        return None
-    call = entry.call
-    be = call.backend
+        return MISS
     if entry.bound and not _same(entry.bound, _bindings(op)):
-        return None
-    if be.device_id() != entry.device:
-        return None
-    flat = be.flat_input(info, call.stream)
+        return MISS
+    be = entry.backend
+    flat = be.flat_input(info, entry.stream)
     if be.alignment(flat) != entry.align:
-        return None
-    return call, flat
+        return MISS
+    # the device is checked by the runner: the backend's express one (which
+    # checks it as it launches) or run_on's
+    return entry.run(info, flat, device_result)
 
 
 def remember(k, call, op) -> None:
@@ -79,8 +84,21 @@ def remember(k, call, op) -> None:
     if len(_MEMO) >= LIMIT:
         _MEMO.clear()
     be = call.backend
-    _MEMO[k] = _Entry(call.detached(), _bindings(op), be.alignment(call.flat),
-                      be.device_id())
+    device = be.device_id()
+    runner = be.express(call, device) or _on_device(call.detached(), device)
+    _MEMO[k] = _Entry(runner, be, call.stream, _bindings(op), be.alignment(call.flat))
+
+
+def _on_device(call, device):
+    """``call.run_on`` where the thread's device is still ``device``."""
+    be = call.backend
+
+    def runner(info, flat, device_result):
+        if be.device_id() != device:
+            return MISS
+        return call.run_on(info, flat, device_result)
+
+    return runner
 
 
 def clear() -> None:

@@ -95,37 +95,176 @@ def test_numba_device_arrays_and_views():
     assert cuda.is_cuda_array(out) and out.copy_to_host()[()] == host.max()
 
 
-def test_numba_results_share_slabs_and_stay_correct():
-    """Small Numba results are cut from shared slabs: every result keeps its own
-    value while later ones are made, across slab boundaries and after the slabs
-    are let go."""
-    from pyreduce.backends.numba_cuda import ResultSlabs
+def _library(kind):
+    """``(to_device, scalar_of, address_of)`` for device arrays of ``kind``."""
+    if kind == "numba":
+        cuda = cuda_module()
+        return (cuda.to_device, lambda r: r.copy_to_host()[()],
+                lambda r: r.device_ctypes_pointer.value)
+    if kind == "cupy":
+        cp = pytest.importorskip("cupy")
+        return cp.asarray, lambda r: r.get()[()], lambda r: r.data.ptr
+    torch = pytest.importorskip("torch")
+    return (lambda h: torch.as_tensor(h, device="cuda"), lambda r: r.cpu().numpy()[()],
+            lambda r: r.data_ptr())
 
-    cuda = cuda_module()
+
+@pytest.mark.parametrize("kind", ["numba", "cupy"])
+def test_small_results_share_slabs_and_stay_correct(kind):
+    """Small Numba and CuPy results are cut from shared slabs: every result keeps
+    its own value while later ones are made, across slab boundaries and after
+    the slabs are let go."""
+    from pyreduce.backends.results import Slabs
+
+    to_device, scalar_of, address_of = _library(kind)
     rng = np.random.default_rng(7)
     hosts = [rng.standard_normal(1 + int(k) % 300) for k in rng.integers(0, 10**6, 64)]
-    devs = [cuda.to_device(h) for h in hosts]
-    per_slab = ResultSlabs.SLAB_BYTES // ResultSlabs.ALIGN
+    devs = [to_device(h) for h in hosts]
+    per_slab = Slabs.SLAB_BYTES // Slabs.ALIGN
     kept, ptrs = [], set()
     for i in range(per_slab + 100):  # into a second slab
         k = i % len(hosts)
         r = pyreduce.max(devs[k], device_result=True)
-        assert r.shape == () and r.dtype == np.float64
-        ptrs.add(r.device_ctypes_pointer.value)
+        assert type(r) is type(devs[k]) and r.shape == () and r.dtype == np.float64
+        ptrs.add(address_of(r))
         if i % 37 == 0:
             kept.append((k, r))
     assert len(ptrs) == per_slab + 100  # no two live results share memory
     for k, r in kept:
-        assert r.copy_to_host()[()] == hosts[k].max()
+        assert scalar_of(r) == hosts[k].max()
     del ptrs
     gc.collect()
     for k, r in kept:  # their slabs are held by the results alone now
-        assert r.copy_to_host()[()] == hosts[k].max()
+        assert scalar_of(r) == hosts[k].max()
     t = pyreduce.reduce(devs[0], lambda a, b: a if a > b else b, device_result=True)
-    assert t.copy_to_host()[()] == hosts[0].max()
+    assert scalar_of(t) == hosts[0].max()
     rec = pyreduce.reduce(devs[1], lambda a, b: a if a[0] >= b[0] else b,
                           map=lambda i, v: (v, i), identity=(-np.inf, -1), device_result=True)
     assert rec.copy_to_host()[()][1] == np.argmax(hosts[1])  # a record: a Numba array
+
+
+@pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
+def test_express_repeats_give_the_full_paths_results(kind, monkeypatch):
+    """Repeats of a plain call whose plan is one launch run in one step
+    (``pyreduce.backends.express``): for each input library, host and device
+    results of a non-commutative op over sizes around a block's tile, new data
+    on every call, ops finished on the host, records, a misaligned view."""
+    from pyreduce import api, repeat, structured
+    from pyreduce.backends.express import Express
+
+    to_device, scalar_of, _ = _library(kind)
+    full, fast = [0], [0]
+    real_prepare, real_call = api.prepare, Express.__call__
+
+    def prepare(*args, **kwargs):
+        full[0] += 1
+        return real_prepare(*args, **kwargs)
+
+    def call(self, *args):
+        fast[0] += 1
+        return real_call(self, *args)
+
+    monkeypatch.setattr(api, "prepare", prepare)
+    monkeypatch.setattr(Express, "__call__", call)
+    repeat.clear()
+    rng = np.random.default_rng(11)
+    sizes = [1, 255, 256 * 16 + 1, 3 * 2**16 + 5]
+    for n in sizes:
+        for _ in range(3):  # the first call takes the full path, the others repeat it
+            x = (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
+            want = functools.reduce(affine, x.tolist())
+            d = to_device(x)
+            assert int(pyreduce.reduce(d, affine)) == want
+            r = pyreduce.reduce(d, affine, device_result=True)
+            assert type(r) is type(d) and r.shape == () and int(scalar_of(r)) == want
+    # per size, one full call; the five others (device_result is not part of
+    # the call shape) repeat it
+    assert full[0] == len(sizes) and fast[0] == 5 * len(sizes)
+    h = rng.standard_normal(1000)
+    d = to_device(h)
+    mean = structured.moments_monoid(h.dtype, "mean")  # finished on the host
+    for _ in range(2):
+        assert pyreduce.reduce(d, mean) == pytest.approx(h.mean(), rel=1e-12)
+        with pytest.raises(ValueError, match="finishes its result on the host"):
+            pyreduce.reduce(d, mean, device_result=True)
+        lo, hi = pyreduce.minmax(d)
+        assert (lo, hi) == (h.min(), h.max())
+    def last(a, b):
+        return b
+
+    for start in (1, 0, 1, 1, 2):  # a new alignment is planned afresh, then repeated
+        v = d[start:start + 900]
+        assert pyreduce.reduce(v, last) == h[start + 899]
+        assert pyreduce.sum(v) == pytest.approx(h[start:start + 900].sum(), rel=1e-12)
+
+
+def test_express_repeat_on_another_device_takes_the_full_path(monkeypatch):
+    """A repeat launches only on the device its decisions were taken on: where the
+    thread's device is another, it launches nothing (``fastpath.WRONG_DEVICE``)
+    and the call is decided afresh."""
+    from pyreduce import api, repeat
+    from pyreduce.backends import fastpath
+    from pyreduce.backends.express import Express
+
+    cuda = cuda_module()
+    repeat.clear()
+    x = np.random.default_rng(2).standard_normal(5000)
+    d = cuda.to_device(x)
+    assert pyreduce.max(d) == x.max()
+    (entry,) = repeat._MEMO.values()
+    assert isinstance(entry.run, Express)
+    here = entry.run.device
+    entry.run.device = here + 1  # as if the decisions were taken on another GPU
+    full = [0]
+    real_prepare = api.prepare
+
+    def prepare(*args, **kwargs):
+        full[0] += 1
+        return real_prepare(*args, **kwargs)
+
+    monkeypatch.setattr(api, "prepare", prepare)
+    assert pyreduce.max(d) == x.max()
+    r = pyreduce.max(d, device_result=True)
+    assert r.copy_to_host()[()] == x.max()
+    assert full[0] == 1  # the other device's entry was replaced by this one's
+    (entry,) = repeat._MEMO.values()
+    assert entry.run.device == here
+    values = np.arange(7, dtype=np.int64)
+    for launcher in (fastpath.launch, fastpath._bindings_launch()):
+        err = launcher(values, 0, -1, 5, 6, 7, 8, here + 1, 0, 1, 32, 0, 0)
+        assert err == fastpath.WRONG_DEVICE
+        assert values.tolist() == list(range(7))  # nothing written, nothing launched
+
+
+def test_express_repeats_from_many_threads():
+    """Threads repeating one call shape at once share its remembered call, each
+    with a workspace of its own: every result is its own input's."""
+    import concurrent.futures
+
+    cuda = cuda_module()
+    rng = np.random.default_rng(4)
+    n = 3 * 2**12 + 1
+    xs = [(rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
+          for _ in range(16)]
+    ds = [cuda.to_device(x) for x in xs]
+    wants = [functools.reduce(affine, x.tolist()) for x in xs]
+    pyreduce.reduce(ds[0], affine)
+
+    def job(k):
+        got = []
+        for i in range(40):
+            j = (k + i) % len(ds)
+            if i % 2:
+                got.append((j, int(pyreduce.reduce(ds[j], affine))))
+            else:
+                r = pyreduce.reduce(ds[j], affine, device_result=True)
+                got.append((j, int(r.copy_to_host()[()])))
+        return got
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for got in pool.map(job, range(8)):
+            for j, value in got:
+                assert value == wants[j]
 
 
 def test_repeat_calls_follow_their_inputs():
@@ -195,12 +334,14 @@ def test_compiled_and_bindings_launchers_agree(monkeypatch):
     got = results()
     assert type(fastpath.launch).__name__ == "CPUDispatcher"  # Numba's compiled function
     compiled = fastpath.launch
-    monkeypatch.setattr(fastpath, "launch", fastpath._bindings_launch)
+    monkeypatch.setattr(fastpath, "launch", fastpath._bindings_launch())
     for found in (got, results()):
         assert found[:2] == want[:2]
         assert found[2] == pytest.approx(want[2], rel=1e-9)
-    for launcher in (compiled, fastpath._bindings_launch):
-        err = launcher(0, 1, 32, 0, 0)  # no such function
+    values = np.zeros(1, np.int64)
+    for launcher in (compiled, fastpath._bindings_launch()):
+        err = launcher(values, -1, -1, 0, 0, 0, 0, fastpath.ANY_DEVICE, 0, 1, 32, 0, 0)
+        # no such function
         assert err != 0
         with pytest.raises(RuntimeError, match="CUDA_ERROR"):
             fastpath._check(err)

@@ -107,6 +107,12 @@ class GeneratedBackend:
                     found = plan.executables[self.name] = Executable(self, plan, monoid, device)
         return found
 
+    def express(self, call, device: int):
+        """A faster runner for repeats of the :class:`~pyreduce.api.Prepared`
+        ``call`` on ``device`` (:mod:`pyreduce.repeat`), or None: repeats run
+        ``call.run_on`` after checking the device."""
+        return None
+
     def prepare(self, kernel, step, buffers):
         """A callable ``(input, output, stream, offsets=None)`` making ``step``'s
         launch with the workspace ``buffers`` (:mod:`pyreduce.driver`)."""

@@ -81,7 +81,9 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
     producer's stream is synchronized if it is another one (the CUDA Array
     Interface's rule; 1 and 2 name the default streams, which need nothing)."""
     dt, shape, strides = storage(fields.dtype), fields.shape, fields.strides
-    sync_producer(fields, stream)
+    producer = fields.stream
+    if producer is not None and producer not in (1, 2) and producer != stream:
+        sync_producer(fields, stream)
     size = 1
     for extent in shape:
         size *= extent
@@ -139,7 +141,9 @@ class PreparedLaunch:
         from ..driver import INPUT, OFFSETS, OUTPUT, Ref
 
         self.kernel, self.grid, self.block = kernel, step.grid, step.spec.block
-        self.input_at = self.output_at = self.offsets_at = None
+        # where the placeholders' words start; -1: not an argument of this step
+        self.input_at = self.output_at = -1
+        self.offsets_at = None
         values, types = [], []
         for a in step.args:
             if a is INPUT or a is OUTPUT or a is OFFSETS:
@@ -184,50 +188,103 @@ class PreparedLaunch:
         return handle
 
     def __call__(self, flat, out, stream, offsets=None) -> None:
-        v = self.values
-        i = self.input_at
-        if i is not None:
-            v[i + 2] = v[i + 5] = flat.size
-            v[i + 4] = flat.ptr
-            v[i + 6] = flat.stride
-        if self.output_at is not None:
-            v[self.output_at + 4] = out.ptr
         key = (flat.dtype.char, flat.layout)
         i = self.offsets_at
         if i is not None:
+            v = self.values
             v[i + 2] = v[i + 5] = offsets.size
             v[i + 3] = offsets.dtype.itemsize
             v[i + 4] = offsets.ptr
             v[i + 6] = offsets.stride
             key += (offsets.dtype.char, offsets.layout)
         handle = self._handles.get(key) or self._compile(flat, out, offsets, key)
-        err = launch(handle, self.grid, self.block, int(stream) if stream else 0, self.params)
+        err = launch(self.values, self.input_at, self.output_at, flat.size, flat.ptr,
+                     flat.stride, out.ptr, ANY_DEVICE, handle, self.grid, self.block,
+                     int(stream) if stream else 0, self.params)
         if err:
             _check(err)
 
+    def launch_on(self, flat, out_ptr: int, like, stream: int, device: int) -> bool:
+        """The launch of a step without offsets, writing to ``out_ptr``, if the
+        thread's current device is ``device``; False, launching nothing, if it is
+        another or there is none. ``like``: a buffer of the output's dtype and
+        layout (what the kernel is compiled for on first use)."""
+        key = (flat.dtype.char, flat.layout)
+        handle = self._handles.get(key) or self._compile(flat, like, None, key)
+        err = launch(self.values, self.input_at, self.output_at, flat.size, flat.ptr,
+                     flat.stride, out_ptr, device, handle, self.grid, self.block, stream,
+                     self.params)
+        if err:
+            if err == WRONG_DEVICE:
+                return False
+            _check(err)
+        return True
 
-def launch(function: int, grid: int, block: int, stream: int, params: int) -> int:
-    """``cuLaunchKernel`` of ``function`` (a handle) on a 1-D grid with the
-    parameter pointer array at ``params``; the driver's result code.
 
-    Its first call compiles it (:func:`_compiled_launch`): a Numba ``njit``
-    function calling the driver through a ctypes function pointer, which spares
-    the per-argument conversions of a Python binding (on an H100, about a
-    microsecond of a launch's 5-6). Where libcuda cannot be loaded that way, the
-    launch goes through ``cuda.bindings``."""
+#: :func:`launch`'s ``device`` for a launch on whatever device is current.
+ANY_DEVICE = -1
+#: :func:`launch`'s result when the current device is not the one asked for (CUDA
+#: error codes are positive).
+WRONG_DEVICE = -1
+
+
+def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function, grid,
+           block, stream, params) -> int:
+    """One prepared launch (:class:`PreparedLaunch`): write the input's length,
+    address and stride into the parameter words ``values`` at ``input_at`` and the
+    output's address at ``output_at`` (-1: none), then ``cuLaunchKernel`` of
+    ``function`` (a handle) on a 1-D grid with the parameter pointer array at
+    ``params``. The driver's result code; :data:`WRONG_DEVICE`, with nothing
+    written or launched, if ``device`` is not :data:`ANY_DEVICE` and the thread's
+    current device is another.
+
+    Its first call compiles it: a Numba ``njit`` function calling the driver
+    through ctypes function pointers, which spares the per-argument conversions
+    of a Python binding (on an H100, about a microsecond of a launch's 5-6). Where
+    libcuda cannot be loaded that way, it runs as Python, through
+    ``cuda.bindings``."""
     global launch
-    launch = _compiled_launch() or _bindings_launch
-    return launch(function, grid, block, stream, params)
+    launch = _compiled_launch() or _bindings_launch()
+    return launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
+                  grid, block, stream, params)
 
 
-def _bindings_launch(function, grid, block, stream, params) -> int:
-    err, = cuda_driver().cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
-    return int(err)
+def _launcher(current_device, launch_kernel):
+    """:func:`launch`'s body over the driver's ``cuCtxGetDevice`` (as a function
+    returning the device, -1 without a context) and ``cuLaunchKernel``."""
+
+    def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
+               grid, block, stream, params):
+        if device >= 0 and current_device() != device:
+            return WRONG_DEVICE
+        if input_at >= 0:
+            values[input_at + 2] = size
+            values[input_at + 5] = size
+            values[input_at + 4] = ptr
+            values[input_at + 6] = stride
+        if output_at >= 0:
+            values[output_at + 4] = out_ptr
+        return launch_kernel(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
+
+    return launch
+
+
+def _bindings_launch():
+    """:func:`launch` in Python, through ``cuda.bindings``."""
+    cu = cuda_driver()
+
+    def device():
+        err, dev = cu.cuCtxGetDevice()
+        return -1 if int(err) else int(dev)
+
+    def launch_kernel(*args):
+        return int(cu.cuLaunchKernel(*args)[0])
+
+    return _launcher(device, launch_kernel)
 
 
 def _compiled_launch():
-    """The compiled launcher of :func:`launch`, or None where libcuda is not
-    found by ctypes."""
+    """:func:`launch` compiled, or None where libcuda is not found by ctypes."""
     import ctypes
     import ctypes.util
 
@@ -244,17 +301,18 @@ def _compiled_launch():
     u64, u32 = ctypes.c_uint64, ctypes.c_uint
     # cuLaunchKernel(f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes,
     # stream, kernelParams, extra): handles and pointers as 64-bit integers
-    proto = ctypes.CFUNCTYPE(ctypes.c_int, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64,
-                             u64)
-    cu_launch = proto(("cuLaunchKernel", lib))
+    cu_launch = ctypes.CFUNCTYPE(ctypes.c_int, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64,
+                                 u64)(("cuLaunchKernel", lib))
+    cu_device = ctypes.CFUNCTYPE(ctypes.c_int, u64)(("cuCtxGetDevice", lib))
 
     @njit
-    def compiled(function, grid, block, stream, params):
-        return cu_launch(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
+    def device():
+        dev = np.empty(1, np.int32)
+        return dev[0] if cu_device(dev.ctypes.data) == 0 else -1
 
     global _LIBCUDA
-    _LIBCUDA = (lib, cu_launch)  # the compiled code calls into this library
-    return compiled
+    _LIBCUDA = (lib, cu_launch, cu_device)  # the compiled code calls into this library
+    return njit(_launcher(device, cu_launch))
 
 
 _local = threading.local()

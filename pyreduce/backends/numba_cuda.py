@@ -19,11 +19,13 @@ import numpy as np
 from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
-from ..interop import ArrayInterface, c_strides, device_fields
+from ..interop import ArrayInterface, device_fields
 from .base import GeneratedBackend, carrier, check_out, check_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
 from .opcheck import check_op
+from .express import express
+from .results import maker
 from . import fastpath
 from .fastpath import (
     DeviceView, MappedView, PreparedLaunch, current_device, read_array, read_scalar, stream_handle,
@@ -140,6 +142,9 @@ class CudaBackend(NumbaCudaBackend):
     def prepare(self, kernel, step, buffers):
         return PreparedLaunch(kernel, step, buffers)
 
+    def express(self, call, device: int):
+        return express(self, call, device)
+
     def device(self, warp: int | None = None) -> DeviceInfo:
         if warp not in (None, 32):
             raise ValueError(f"warp size {warp} is not this GPU's (32)")
@@ -206,7 +211,7 @@ class CudaBackend(NumbaCudaBackend):
         return self.cuda.external_stream(handle) if handle else 0
 
     def flat_input(self, info, stream):
-        if not info.on_device:
+        if info.device is None:  # on the host
             # a synchronous copy: complete before any stream reads it
             return view_of(self.cuda.to_device(np.ascontiguousarray(info.host).reshape(-1)))
         view = view_from(info.fields, info.device, stream)
@@ -255,22 +260,8 @@ class CudaBackend(NumbaCudaBackend):
 
     def new_result(self, dtype: np.dtype, stream, info, shape=()):
         """An array of ``shape`` (0-d for ``device_result=True``) of the input's own
-        library, from its allocator (CuPy's and PyTorch's pools cost a
-        microsecond or two; a Numba allocation is a ``cuMemAlloc``)."""
-        kind = "numba" if dtype.names else info.kind  # records: Numba arrays only
-        if kind == "cupy":
-            import cupy
-
-            arr = cupy.empty(shape, dtype=dtype)
-            ptr = arr.data.ptr
-        elif kind == "torch":
-            arr = _torch_empty(dtype, info.device.device, shape)
-            ptr = arr.data_ptr()
-        else:
-            arr = _SLABS.array(shape, dtype)
-            if arr is None:
-                arr = self.cuda.device_array(shape, dtype=dtype)
-            ptr = arr.device_ctypes_pointer.value or 0
+        library (:mod:`pyreduce.backends.results`)."""
+        arr, ptr = maker(info.kind, dtype)(shape, dtype, current_device(), stream, info.device)
         return arr, DeviceView(ptr, math.prod(shape), dtype.itemsize, dtype, arr)
 
     def out_buffer(self, out, dtype: np.dtype, shape=None):
@@ -288,67 +279,6 @@ class CudaBackend(NumbaCudaBackend):
 
     def read_value(self, buf, stream):
         return read_scalar(buf, stream)
-
-
-class ResultSlabs:
-    """Small Numba device arrays (results) carved out of larger allocations.
-
-    A Numba allocation is a ``cuMemAlloc`` (about 24 us through Numba on an H100,
-    as long as the whole rest of a small reduction), and Numba frees memory in
-    batches of ``cuMemFree``, each of which waits for the device. Results of up
-    to :attr:`MAX_BYTES` are cut from a slab of :attr:`SLAB_BYTES` instead, one
-    allocation per thousands of results; every array keeps its slab alive, and a
-    slab is freed with the last of them. One open slab per device."""
-
-    SLAB_BYTES = 1 << 16
-    MAX_BYTES = 256
-    ALIGN = 16  # the widest of a result's fields, complex128 included
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._open: dict = {}  # device id -> [slab memory, next free offset]
-
-    def array(self, shape, dtype: np.dtype):
-        """A new device array of ``shape`` in a slab, or None if it is too large."""
-        nbytes = math.prod(shape) * dtype.itemsize
-        if not 0 < nbytes <= self.MAX_BYTES:
-            return None
-        cuda, devicearray, driver = self._numba
-        step = -(-nbytes // self.ALIGN) * self.ALIGN
-        device = current_device()
-        with self._lock:
-            slab = self._open.get(device)
-            if slab is None or slab[1] + step > self.SLAB_BYTES:
-                mem = cuda.current_context().memalloc(self.SLAB_BYTES)
-                slab = self._open[device] = [mem, 0]
-            mem, offset = slab
-            slab[1] = offset + step
-        view = driver.MemoryPointer(mem.context, driver.binding.CUdeviceptr(
-            mem.device_pointer_value + offset), nbytes, owner=mem)
-        return devicearray.DeviceNDArray(shape, c_strides(shape, dtype.itemsize), dtype,
-                                         gpu_data=view)
-
-    @functools.cached_property
-    def _numba(self):
-        """numba.cuda and the driver modules, imported once, not on every result."""
-        from numba import cuda
-        from numba.cuda.cudadrv import devicearray, driver
-
-        return cuda, devicearray, driver
-
-
-_SLABS = ResultSlabs()
-
-_TORCH_DTYPES: dict = {}
-
-
-def _torch_empty(dtype: np.dtype, device, shape=()):
-    import torch
-
-    tdt = _TORCH_DTYPES.get(dtype)
-    if tdt is None:
-        tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-    return torch.empty(shape, dtype=tdt, device=device)
 
 
 def _sim_bf16(bits):
