@@ -32,6 +32,24 @@ def backend(request):
     return request.param
 
 
+@pytest.fixture
+def prepares(monkeypatch):
+    """The number of full-path calls (``api.prepare``) since the test began; the
+    remembered repeat calls are forgotten first (``pyreduce.repeat``)."""
+    from pyreduce import api, repeat
+
+    count = [0]
+    real = api.prepare
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "prepare", counting)
+    repeat.clear()
+    return count
+
+
 # --------------------------------------------------------------------------
 # Hypothesis profiles and shared fixtures for the API/semantics test files.
 #

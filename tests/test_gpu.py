@@ -144,29 +144,22 @@ def test_small_results_share_slabs_and_stay_correct(kind):
 
 
 @pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
-def test_express_repeats_give_the_full_paths_results(kind, monkeypatch):
+def test_express_repeats_give_the_full_paths_results(kind, prepares, monkeypatch):
     """Repeats of a plain call whose plan is one launch run in one step
     (``pyreduce.backends.express``): for each input library, host and device
     results of a non-commutative op over sizes around a block's tile, new data
     on every call, ops finished on the host, records, a misaligned view."""
-    from pyreduce import api, repeat, structured
+    from pyreduce import structured
     from pyreduce.backends.express import Express
 
     to_device, scalar_of, _ = _library(kind)
-    full, fast = [0], [0]
-    real_prepare, real_call = api.prepare, Express.__call__
-
-    def prepare(*args, **kwargs):
-        full[0] += 1
-        return real_prepare(*args, **kwargs)
+    fast, real_call = [0], Express.__call__
 
     def call(self, *args):
         fast[0] += 1
         return real_call(self, *args)
 
-    monkeypatch.setattr(api, "prepare", prepare)
     monkeypatch.setattr(Express, "__call__", call)
-    repeat.clear()
     rng = np.random.default_rng(11)
     sizes = [1, 255, 256 * 16 + 1, 3 * 2**16 + 5]
     for n in sizes:
@@ -179,7 +172,7 @@ def test_express_repeats_give_the_full_paths_results(kind, monkeypatch):
             assert type(r) is type(d) and r.shape == () and int(scalar_of(r)) == want
     # per size, one full call; the five others (device_result is not part of
     # the call shape) repeat it
-    assert full[0] == len(sizes) and fast[0] == 5 * len(sizes)
+    assert prepares[0] == len(sizes) and fast[0] == 5 * len(sizes)
     h = rng.standard_normal(1000)
     d = to_device(h)
     mean = structured.moments_monoid(h.dtype, "mean")  # finished on the host
@@ -198,16 +191,15 @@ def test_express_repeats_give_the_full_paths_results(kind, monkeypatch):
         assert pyreduce.sum(v) == pytest.approx(h[start:start + 900].sum(), rel=1e-12)
 
 
-def test_express_repeat_on_another_device_takes_the_full_path(monkeypatch):
+def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     """A repeat launches only on the device its decisions were taken on: where the
     thread's device is another, it launches nothing (``fastpath.WRONG_DEVICE``)
     and the call is decided afresh."""
-    from pyreduce import api, repeat
+    from pyreduce import repeat
     from pyreduce.backends import fastpath
     from pyreduce.backends.express import Express
 
     cuda = cuda_module()
-    repeat.clear()
     x = np.random.default_rng(2).standard_normal(5000)
     d = cuda.to_device(x)
     assert pyreduce.max(d) == x.max()
@@ -215,18 +207,10 @@ def test_express_repeat_on_another_device_takes_the_full_path(monkeypatch):
     assert isinstance(entry.run, Express)
     here = entry.run.device
     entry.run.device = here + 1  # as if the decisions were taken on another GPU
-    full = [0]
-    real_prepare = api.prepare
-
-    def prepare(*args, **kwargs):
-        full[0] += 1
-        return real_prepare(*args, **kwargs)
-
-    monkeypatch.setattr(api, "prepare", prepare)
     assert pyreduce.max(d) == x.max()
     r = pyreduce.max(d, device_result=True)
     assert r.copy_to_host()[()] == x.max()
-    assert full[0] == 1  # the other device's entry was replaced by this one's
+    assert prepares[0] == 2  # the first call, then the other device's entry replaced
     (entry,) = repeat._MEMO.values()
     assert entry.run.device == here
     values = np.arange(7, dtype=np.int64)

@@ -11,25 +11,10 @@ import numpy as np
 import pytest
 
 import pyreduce
-from pyreduce import api, repeat, tuning
+from pyreduce import repeat, tuning
 from oracles import P, affine
 
 N = 300  # a few blocks of the simulator's device
-
-
-@pytest.fixture
-def prepares(monkeypatch):
-    """The number of full-path calls (``api.prepare``) since the test began."""
-    count = [0]
-    real = api.prepare
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(api, "prepare", counting)
-    repeat.clear()
-    return count
 
 
 def device(x):
