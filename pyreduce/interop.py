@@ -262,27 +262,23 @@ def device_fields(x) -> DeviceFields | None:
 
 def inspect(x) -> Input:
     """Classify ``x`` and check its dtype; TypeError names what is wrong."""
-    found = _READERS.get(type(x))
-    if found is not None:  # a device array of a type read before: the common case first
+    found = _READERS.get(type(x))  # a device array type read before: the common case
+    if found is None:
+        if isinstance(x, np.ndarray):
+            if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
+                return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
+            return Input(check_dtype(x.dtype), x.shape, host=x)
+        if _is_simulator_array(x):  # before the protocols: it forwards them to NumPy
+            return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
+        # hasattr on the instance: a PyTorch CPU tensor's class has the property,
+        # but reading it raises AttributeError
+        if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack_device__"):
+            found = _reader(type(x))
+    if found is not None:
         fields = found[0](x)
         if fields is not None:
             return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
                          kind=found[1])
-    if isinstance(x, np.ndarray):
-        if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
-            return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
-        return Input(check_dtype(x.dtype), x.shape, host=x)
-    if _is_simulator_array(x):  # before the protocols: it forwards them to NumPy
-        return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
-    # hasattr on the instance: a PyTorch CPU tensor's class has the property, but
-    # reading it raises AttributeError
-    if found is None and (hasattr(x, "__cuda_array_interface__")
-                          or hasattr(x, "__dlpack_device__")):
-        reader, kind = _reader(type(x))
-        fields = reader(x)
-        if fields is not None:
-            return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
-                         kind=kind)
     if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float
         return inspect(np.asarray(x))
     if isinstance(x, memoryview):

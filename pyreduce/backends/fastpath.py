@@ -197,20 +197,19 @@ class PreparedLaunch:
             v[i + 4] = offsets.ptr
             v[i + 6] = offsets.stride
             key += (offsets.dtype.char, offsets.layout)
-        handle = self._handles.get(key) or self._compile(flat, out, offsets, key)
-        err = launch(self.values, self.input_at, self.output_at, flat.size, flat.ptr,
-                     flat.stride, out.ptr, ANY_DEVICE, handle, self.grid, self.block,
-                     int(stream) if stream else 0, self.params)
-        if err:
-            _check(err)
+        self.launch_on(flat, out.ptr, out, int(stream) if stream else 0, ANY_DEVICE, key,
+                       offsets)
 
-    def launch_on(self, flat, out_ptr: int, like, stream: int, device: int) -> bool:
-        """The launch of a step without offsets, writing to ``out_ptr``, if the
-        thread's current device is ``device``; False, launching nothing, if it is
-        another or there is none. ``like``: a buffer of the output's dtype and
-        layout (what the kernel is compiled for on first use)."""
-        key = (flat.dtype.char, flat.layout)
-        handle = self._handles.get(key) or self._compile(flat, like, None, key)
+    def launch_on(self, flat, out_ptr: int, like, stream: int, device: int, key=None,
+                  offsets=None) -> bool:
+        """The launch, writing to ``out_ptr``, if the thread's current device is
+        ``device`` (or ``device`` is :data:`ANY_DEVICE`); False, launching
+        nothing, if it is another or there is none. ``like``: a buffer of the
+        output's dtype and layout, and ``key`` the kernel's (what it is compiled
+        for on first use); the offsets, if any, are already written."""
+        if key is None:
+            key = (flat.dtype.char, flat.layout)
+        handle = self._handles.get(key) or self._compile(flat, like, offsets, key)
         err = launch(self.values, self.input_at, self.output_at, flat.size, flat.ptr,
                      flat.stride, out_ptr, device, handle, self.grid, self.block, stream,
                      self.params)
