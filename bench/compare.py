@@ -5,7 +5,8 @@ process on one GPU.
     python bench/compare.py run --out compare.json --cases 'int8->int64 sum' --add
                                                         # complete a cut-off run
     python bench/compare.py sweep --out sweep.json      # pyreduce's tuning space
-    python bench/compare.py report compare.json [sweep.json]   # tables and chart into docs/
+    python bench/compare.py report compare.json         # tables and chart into docs/
+    python bench/compare.py report-sweep sweep.json     # docs/performance/sweep.md
 
 ``run`` measures, for every case of :data:`peers.CASES` and sizes 2**10..2**28:
 *device time* (CUDA events around back-to-back calls that leave the result on the
@@ -17,8 +18,9 @@ device), with each library's answer checked against a float64 (or exact)
 reference. It also measures the bandwidth ceiling (a
 device-to-device copy, read + write bytes) and pyreduce's compile time: the first
 call with a new op, and a second lambda with the same code. ``sweep`` times
-pyreduce's variants, items per thread, grid sizes and non-coherent loads (at
-2**28, or ``--log2``). ``report`` writes ``docs/performance/compare.md`` and ``compare.png``.
+pyreduce's variants, block sizes, items per thread and grid sizes against CuPy
+and ``variant="auto"`` (at 2**20..2**28, or ``--log2``). ``report`` writes
+``docs/performance/compare.md`` and ``compare.png``.
 """
 
 from __future__ import annotations
@@ -178,65 +180,94 @@ def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS, add: bool = False) -> Non
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
 
 
-#: pyreduce's tuning space at 2**28: variant x items per thread x grid size (in
-#: waves of resident blocks) x non-coherent loads, at 256 threads with vector loads
-SWEEP_VARIANTS = ["warp_shuffle", "warp_shuffle_x2", "last_block"]
-SWEEP_WAVES = [1, 2, 4]
+#: pyreduce's tuning space: variant x block size x items per thread (as a multiple
+#: of the 16 bytes of :func:`pyreduce.planner.default_items`, at most 32) x grid
+#: size (in waves of the blocks the GPU holds at once, by thread count), with
+#: vector loads, per input size
+SWEEP_SPACE = dict(variant=["last_block", "warp_shuffle"], block=[256, 512], loads=[2, 4, 8],
+                   waves=[1, 2, 4, 8, 16])
+SWEEP_LOG2 = [20, 24, 26, 28]
 SWEEP_CASES = [Case("float32", "sum", "float32"), Case("float32", "max", "float32"),
-               Case("float64", "sum", "float64"), Case("int8", "sum", "int64")]
+               Case("int32", "sum", "int32"), Case("float64", "sum", "float64"),
+               Case("float64", "max", "float64"), Case("int8", "sum", "int64")]
 
 
-def _sweep_items(case: Case) -> list[int]:
-    size = np.dtype(case.dtype).itemsize
-    return {1: [16], 4: [4, 8, 16], 8: [2, 4, 8]}[size]
+def sweep_configs(text=None) -> list[tuple]:
+    """``(variant, block, loads, waves)`` configurations: every one of
+    :data:`SWEEP_SPACE`, or those written ``VARIANT:BLOCK:LOADS:WAVES``."""
+    if text:
+        return [(v, int(b), int(m), int(w)) for v, b, m, w in (t.split(":") for t in text)]
+    s = SWEEP_SPACE
+    return [(v, b, m, w) for v in s["variant"] for b in s["block"] for m in s["loads"]
+            for w in s["waves"]]
 
 
-def sweep(out: str, n: int = 2**28, quick: bool = False) -> None:
-    """Time the kernel choices at ``n`` elements against CuPy: variant, items per
-    thread, grid size (in waves of resident blocks) and non-coherent loads, for
-    built-in ops and (float32) a lambda. ``quick``: built-in ops and
-    non-coherent loads only."""
+def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
+          configs=None) -> None:
+    """Time pyreduce's kernel choices (:func:`sweep_configs`) against CuPy and
+    ``variant="auto"`` at each of ``sizes``, with each kernel's registers and
+    resident blocks. Recorded tuning choices are not consulted."""
+    import tempfile
+
     import cupy as cp
 
     import pyreduce
-    from pyreduce.backends import vload
+    from pyreduce.planner import default_items
 
+    # "auto" is the built-in rule: no tuning file
+    os.environ["PYREDUCE_TUNING_FILE"] = os.path.join(tempfile.mkdtemp(), "none.json")
+    configs = configs or sweep_configs()
     meta = _meta()
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    threads = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
     meta["sm_count"] = sms
     rows = []
-    for case in SWEEP_CASES:
-        x = data(case, n, seed=1)
-        want = expected(case, x)
-        t = device_seconds(calls("cupy", case, x)[0], reps=5)
-        rows.append(dict(case=case.name, n=n, config="cupy", GBps=x.nbytes / t / 1e9))
+    for case in cases:
+        full = data(case, max(sizes), seed=1)
         acc = np.dtype(case.acc)
-        ops = [("builtin", "add" if case.op == "sum" else "max")]
-        if case.dtype == "float32" and not quick:
-            ops.append(("lambda", user_op(case)))
-        for nc in (True,) if quick else (True, False):
-            vload.NONCOHERENT = nc
-            vload.cuda_vload.cache_clear()
-            pyreduce.cache_clear()
-            for kind, op in ops:
-                for variant in SWEEP_VARIANTS:
-                    for items in _sweep_items(case):
-                        for waves in SWEEP_WAVES:
-                            kw = dict(variant=variant, block_size=256, items_per_thread=items,
-                                      max_blocks=waves * sms * 8)
-                            got = pyreduce.reduce(x, op, dtype=acc, **kw)
-                            t = device_seconds(lambda: pyreduce.reduce(
-                                x, op, dtype=acc, device_result=True, **kw), reps=5)
-                            rows.append(dict(case=case.name, n=n, op=kind, waves=waves, nc=nc,
-                                             GBps=x.nbytes / t / 1e9,
-                                             correct=bool(_close(got, want, case, n)), **kw))
-        vload.NONCOHERENT = True
-        mine = [r for r in rows if r["case"] == case.name and "op" in r]
-        cupy = next(r for r in rows if r["case"] == case.name and r.get("config") == "cupy")
-        best = max(mine, key=lambda r: r["GBps"])
-        print(f"{case.name}: cupy {cupy['GBps']:.0f} GB/s, best {best}", flush=True)
-        with open(out, "w") as f:  # after every case: a cut-off run keeps what it has
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+        op = "add" if case.op == "sum" else "max"
+        kernels = {}  # (variant, block, items) -> resources of its first kernel
+        for n in sizes:
+            x = full[:n]
+            want = expected(case, x)
+            reps = _timings(n)[0]
+
+            def timed(fn):
+                return x.nbytes / device_seconds(fn, reps=reps) / 1e9
+
+            base = dict(case=case.name, n=n)
+            rows.append(dict(base, config="cupy", GBps=timed(calls("cupy", case, x)[0])))
+            got = pyreduce.reduce(x, op, dtype=acc)
+            rows.append(dict(base, config="auto", correct=bool(_close(got, want, case, n)),
+                             GBps=timed(lambda: pyreduce.reduce(x, op, dtype=acc,
+                                                                device_result=True))))
+            seen = set()
+            for variant, block, loads, waves in configs:
+                items = min(32, loads * default_items(np.dtype(case.dtype)))
+                kw = dict(variant=variant, block_size=block, items_per_thread=items,
+                          max_blocks=waves * sms * (threads // block))
+                if tuple(kw.values()) in seen:  # items capped at 32: the same as another
+                    continue
+                seen.add(tuple(kw.values()))
+                if (variant, block, items) not in kernels:
+                    e = pyreduce.explain(x, op, dtype=acc, **kw)
+                    r = e.resources[e.kernels[0].name]
+                    kernels[variant, block, items] = dict(
+                        registers=r["registers"], local_bytes=r["local_bytes"],
+                        blocks_per_sm=r["blocks_per_sm"])
+                got = pyreduce.reduce(x, op, dtype=acc, **kw)
+                rows.append(dict(base, config="tuned", waves=waves, **kw,
+                                 **kernels[variant, block, items],
+                                 correct=bool(_close(got, want, case, n)),
+                                 GBps=timed(lambda: pyreduce.reduce(
+                                     x, op, dtype=acc, device_result=True, **kw))))
+            mine = [r for r in rows if r["case"] == case.name and r["n"] == n]
+            cupy, auto = mine[0], mine[1]
+            best = max(mine[2:], key=lambda r: r["GBps"])
+            print(f"{case.name} 2**{n.bit_length() - 1}: cupy {cupy['GBps']:.0f}, auto "
+                  f"{auto['GBps']:.0f} GB/s, best {_label(best)} {best['GBps']:.0f}", flush=True)
+            with open(out, "w") as f:  # after every size: a cut-off run keeps what it has
+                json.dump(dict(meta=meta, rows=rows), f, indent=1)
 
 
 # --- report -----------------------------------------------------------------
@@ -247,7 +278,7 @@ def _row(rows, **match):
     return found[0] if found else None
 
 
-def report(path: str, sweep_path: str | None = None, docs: str = DOCS) -> str:
+def report(path: str, docs: str = DOCS) -> str:
     with open(path) as f:
         data_ = json.load(f)
     meta, rows = data_["meta"], data_["rows"]
@@ -298,8 +329,6 @@ def report(path: str, sweep_path: str | None = None, docs: str = DOCS) -> str:
                 lines.append(f"| {lib} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += _ratios(rows, sizes)
-    if sweep_path:
-        lines += _sweep_table(sweep_path)
     text = "\n".join(lines) + "\n"
     os.makedirs(docs, exist_ok=True)
     with open(os.path.join(docs, "compare.md"), "w") as f:
@@ -333,32 +362,89 @@ def _ratios(rows, sizes) -> list[str]:
     return out
 
 
-def _sweep_table(path) -> list[str]:
-    with open(path) as f:
-        rows = json.load(f)["rows"]
+def _label(r) -> str:
+    return f"{r['variant']} b{r['block_size']} i{r['items_per_thread']} x{r['waves']}"
 
-    def label(r):
-        return (f"{r['variant']} i{r['items_per_thread']} x{r['waves']} waves"
-                f"{'' if r['nc'] else ', coherent loads'}")
 
-    out = ["### pyreduce's tuning space at 2**28 (256 threads, vector loads), GB/s", "",
-           "| case | CuPy | best | GB/s | default | GB/s | worst | GB/s |",
-           "|---|---|---|---|---|---|---|---|"]
+def _loads_label(r) -> str:
+    """A configuration with its items as 16-byte loads per lane (``L``), the same
+    label for every dtype."""
+    from pyreduce.planner import default_items
+
+    dtype = np.dtype(r["case"].split()[0].split("-")[0])
+    loads = r["items_per_thread"] / default_items(dtype)
+    return f"{r['variant']} b{r['block_size']} {loads:g}L x{r['waves']}"
+
+
+def sweep_report(paths, docs: str = DOCS) -> str:
+    """``docs/performance/sweep.md`` from one or more ``sweep`` outputs."""
+    lines = ["# pyreduce's kernel choices against CuPy", "",
+             "Written by `bench/compare.py report-sweep`. Configurations are "
+             "`variant bBLOCK iITEMS xWAVES` (or `LOADSL`: 16-byte loads per lane per "
+             "tile, for every dtype): the grid is bounded by WAVES times the "
+             "blocks the GPU holds at once when only thread count limits them. Cells "
+             "are GB/s over CuPy's in the same process; *auto* is `variant=\"auto\"` "
+             "as the code stood in that run.", ""]
+    for path in paths:
+        with open(path) as f:
+            found = json.load(f)
+        meta, rows = found["meta"], found["rows"]
+        labels = list(dict.fromkeys(_loads_label(r) for r in rows if r["config"] == "tuned"))
+        lines += [f"## {os.path.basename(path)}", "",
+                  f"{meta['gpu']} ({meta['sm_count']} SMs), {meta['date']}, numba-cuda "
+                  f"{meta['versions'].get('numba-cuda')}, CuPy {_cupy_version(meta)}.", ""]
+        lines += _sweep_matrix(rows, labels) if len(labels) <= 16 else _sweep_summary(rows)
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(docs, "sweep.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+def _cupy_version(meta) -> str:
+    v = meta["versions"]
+    return v.get("cupy-cuda13x") or v.get("cupy-cuda12x")
+
+
+def _gbps(row) -> str:
+    return f"{row['GBps']:.0f}" if row["GBps"] >= 100 else f"{row['GBps']:.2f}"
+
+
+def _sweep_cells(rows):
+    """(case, n) -> (CuPy row, auto row, tuned rows) for each measured size."""
     for case in dict.fromkeys(r["case"] for r in rows):
-        cupy = _row(rows, case=case, config="cupy")
-        for kind in ("builtin", "lambda"):
-            mine = [r for r in rows if r["case"] == case and r.get("op") == kind]
-            if not mine:
-                continue
-            best = max(mine, key=lambda r: r["GBps"])
-            worst = min(mine, key=lambda r: r["GBps"])
-            default = _row(mine, variant="warp_shuffle", waves=1, nc=True,
-                           items_per_thread=max(2, 16 // np.dtype(case.split()[0].split("-")[0]).itemsize))
-            name = case if kind == "builtin" else f"{case} (lambda)"
-            out.append(f"| {name} | {cupy['GBps']:.0f} | {label(best)} | {best['GBps']:.0f} | "
-                       f"{label(default) if default else '-'} | "
-                       f"{default['GBps'] if default else 0:.0f} | {label(worst)} | "
-                       f"{worst['GBps']:.0f} |")
+        for n in sorted({r["n"] for r in rows if r["case"] == case}):
+            cupy = _row(rows, case=case, n=n, config="cupy")
+            auto = _row(rows, case=case, n=n, config="auto")
+            mine = [r for r in rows if r["case"] == case and r["n"] == n
+                    and r["config"] == "tuned"]
+            if cupy and auto and mine:
+                yield case, n, cupy, auto, mine
+
+
+def _sweep_matrix(rows, labels) -> list[str]:
+    """Every configuration's ratio to CuPy, per case and size."""
+    out = ["| case | elements | CuPy GB/s | auto | " + " | ".join(labels) + " |",
+           "|---" * (4 + len(labels)) + "|"]
+    for case, n, cupy, auto, mine in _sweep_cells(rows):
+        by = {_loads_label(r): r["GBps"] / cupy["GBps"] for r in mine}
+        cells = [f"{by[k]:.3f}" if k in by else "-" for k in labels]
+        out.append(f"| {case} | 2**{n.bit_length() - 1} | {_gbps(cupy)} | "
+                   f"{auto['GBps'] / cupy['GBps']:.3f} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def _sweep_summary(rows) -> list[str]:
+    """CuPy, auto and the best and worst configuration, per case and size."""
+    out = ["| case | elements | CuPy GB/s | auto | best | ratio | worst | ratio |",
+           "|---|---|---|---|---|---|---|---|"]
+    for case, n, cupy, auto, mine in _sweep_cells(rows):
+        best = max(mine, key=lambda r: r["GBps"])
+        worst = min(mine, key=lambda r: r["GBps"])
+        c = cupy["GBps"]
+        out.append(f"| {case} | 2**{n.bit_length() - 1} | {_gbps(cupy)} | "
+                   f"{auto['GBps'] / c:.3f} | {_label(best)} | {best['GBps'] / c:.3f} | "
+                   f"{_label(worst)} | "
+                   f"{worst['GBps'] / c:.3f} |")
     return out + [""]
 
 
@@ -397,6 +483,17 @@ def _chart(rows, meta, sizes, libs, path):
     fig.savefig(path, dpi=100)
 
 
+def _pick(parser, wanted, pool) -> list:
+    """The cases of ``pool`` named in ``wanted`` (all of them when it is empty)."""
+    if not wanted:
+        return list(pool)
+    names = {c.name: c for c in pool}
+    unknown = [c for c in wanted if c not in names]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; the cases are {sorted(names)}")
+    return [names[c] for c in wanted]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -410,27 +507,29 @@ def main(argv=None):
                    help="keep the other cases' rows already in --out (a second process)")
     s = sub.add_parser("sweep")
     s.add_argument("--out", required=True)
-    s.add_argument("--log2", type=int, default=28, help="elements: 2**LOG2 (default 28)")
-    s.add_argument("--quick", action="store_true",
-                   help="built-in ops and non-coherent loads only")
+    s.add_argument("--log2", type=int, nargs="*", default=SWEEP_LOG2,
+                   help=f"sizes: 2**LOG2 elements (default {SWEEP_LOG2})")
+    s.add_argument("--cases", nargs="*", metavar="CASE",
+                   help="cases by name (default: the six of SWEEP_CASES)")
+    s.add_argument("--configs", nargs="*", metavar="V:B:L:W",
+                   help="variant:block:loads:waves, e.g. last_block:512:4:16 "
+                        "(default: every one of SWEEP_SPACE)")
     g = sub.add_parser("report")
     g.add_argument("path")
-    g.add_argument("sweep", nargs="?")
+    w = sub.add_parser("report-sweep")
+    w.add_argument("paths", nargs="+")
     args = p.parse_args(argv)
     if args.cmd == "run":
-        cases = CASES
-        if args.cases:
-            names = {c.name: c for c in CASES}
-            unknown = [c for c in args.cases if c not in names]
-            if unknown:
-                p.error(f"unknown case(s) {unknown}; the cases are {sorted(names)}")
-            cases = [names[c] for c in args.cases]
-        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], cases=cases, libs=args.libs,
+        run(args.out, [n for n in SIZES if n <= 2**args.max_log2],
+            cases=_pick(p, args.cases, CASES), libs=args.libs,
             add=args.add)
     elif args.cmd == "sweep":
-        sweep(args.out, 2**args.log2, args.quick)
+        sweep(args.out, [2**k for k in args.log2], _pick(p, args.cases, SWEEP_CASES),
+              sweep_configs(args.configs))
+    elif args.cmd == "report-sweep":
+        print(sweep_report(args.paths))
     else:
-        print(report(args.path, args.sweep))
+        print(report(args.path))
 
 
 if __name__ == "__main__":

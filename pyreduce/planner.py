@@ -10,7 +10,7 @@ from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
 __all__ = [
     "DeviceInfo", "Plan", "Tuning", "make_plan", "address_alignment", "vector_width",
-    "auto_variant",
+    "Auto", "auto_variant",
 ]
 
 
@@ -28,6 +28,12 @@ class DeviceInfo:
     limits: object = None  # pyreduce.occupancy.SMLimits on a GPU, None elsewhere
     #: the widest vector load its kernels may issue, in bytes (0: scalar loads only)
     vector_bytes: int = 0
+    #: its L2 cache, in bytes (0: not known; ``variant="auto"`` then sizes no
+    #: grid by it)
+    l2_bytes: int = 0
+    #: the block size of ``variant="auto"``'s single-launch kernel, where it was
+    #: measured (None: ``default_block``)
+    auto_block: int | None = None
 
     def max_grid(self, block: int) -> int:
         """Blocks resident at once when nothing but thread count limits occupancy."""
@@ -118,21 +124,43 @@ class Plan:
 _UNTUNED = Tuning()
 
 
-def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype) -> tuple[str, int]:
-    """The built-in choice of ``variant="auto"`` (a tuned one takes precedence):
-    ``(variant, items per thread)``.
+@dataclasses.dataclass(frozen=True)
+class Auto:
+    """What ``variant="auto"`` runs (a tuned choice takes precedence)."""
 
-    Measured on an H100 (``bench/compare.py sweep``, 2**28 elements): with 16-byte
-    vector loads, the single-launch ``last_block`` with two loads per lane (8
-    float32, 4 float64) was within run-to-run noise of the best configuration for
-    float32 and float64 sums and maxima, user ops included, and one launch
-    instead of two is what mid-size inputs want. Sums that widen (int8 into
-    int64) ran about 10% faster two-pass (``warp_shuffle``).
+    variant: str
+    items: int
+    block: int | None = None  # None: the device's default_block
+    waves: int = 1  # the grid's bound, in multiples of DeviceInfo.max_grid(block)
+
+
+def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
+                 device: DeviceInfo | None = None) -> Auto:
+    """The built-in choice of ``variant="auto"`` for ``n`` elements on ``device``.
+
+    Measured on an H100 (``bench/compare.py sweep``, 2**10 to 2**28 elements of
+    float32, int32 and float64 sums and maxima, ``docs/performance/sweep.md``):
+
+    * the single-launch ``last_block`` with 512 threads (``auto_block``) and two
+      16-byte loads per lane (8 float32) won while the input fits the L2 cache,
+      on a grid of one wave of resident blocks; up to twice the L2 cache, four
+      waves;
+    * above twice the L2 cache the input streams from memory, and four loads per
+      lane (16 float32, 8 float64) on a grid of up to 32 waves was the fastest
+      (the last wave's idle tail shrinks as the grid grows);
+    * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``).
+
+    A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.
     """
-    items = min(16, 2 * default_items(in_dtype))
     if acc_dtype.itemsize > in_dtype.itemsize:
-        return "warp_shuffle", items
-    return "last_block", items
+        return Auto("warp_shuffle", min(16, 2 * default_items(in_dtype)))
+    block = device.auto_block if device is not None else None
+    l2 = device.l2_bytes if device is not None else 0
+    nbytes = n * in_dtype.itemsize
+    if l2 and nbytes > 2 * l2:
+        return Auto("last_block", min(16, 4 * default_items(in_dtype)), block, 32)
+    return Auto("last_block", min(16, 2 * default_items(in_dtype)), block,
+                4 if l2 and nbytes > l2 else 1)
 
 
 def default_items(dtype: np.dtype) -> int:
@@ -220,21 +248,25 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
 
         tuning = lookup(device, in_dtype, acc_dtype, op_key, n) or tuning
 
-    auto_items = None
+    auto = None
     if tuning.variant == "auto":
-        name, auto_items = auto_variant(in_dtype, acc_dtype)
+        auto = auto_variant(in_dtype, acc_dtype, n, device)
+        name = auto.variant
     else:
         name = tuning.variant
     variant = VARIANTS[name]
     warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
     block = tuning.block_size
-    block = max(device.default_block, warp) if block is None else int(block)
+    if block is None:
+        block = auto.block if auto is not None and auto.block else device.default_block
+        block = max(block, warp)
+    block = int(block)
 
     def items_for(dtype):
         if tuning.items_per_thread is not None:
             return int(tuning.items_per_thread)
-        if auto_items is not None and dtype == in_dtype:
-            return auto_items
+        if auto is not None and dtype == in_dtype:
+            return auto.items
         return variant.default_items or default_items(dtype)
 
     items = items_for(in_dtype)
@@ -253,7 +285,10 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     if variant.layout == "multi_pass":
         grid = tiles if tuning.max_blocks is None else min(tiles, int(tuning.max_blocks))
     else:
-        limit = device.max_grid(block) if tuning.max_blocks is None else int(tuning.max_blocks)
+        if tuning.max_blocks is not None:
+            limit = int(tuning.max_blocks)
+        else:
+            limit = device.max_grid(block) * (auto.waves if auto is not None else 1)
         grid = min(tiles, limit)
     per_block = -(-tiles // grid)
     if variant.fixed_tree:  # a block's range must be one aligned subtree

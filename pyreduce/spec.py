@@ -13,7 +13,7 @@ __all__ = ["KernelSpec", "BatchSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_TH
 
 WARP_SIZES = (32, 64)
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
-ITEMS_PER_THREAD = (1, 2, 4, 8, 16)
+ITEMS_PER_THREAD = (1, 2, 4, 8, 16, 32)
 
 
 class _LaunchShape:

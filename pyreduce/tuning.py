@@ -73,18 +73,19 @@ class Choice:
                       self.max_blocks)
 
 
-#: What :func:`tune` tries: (variant, block size, items per thread as a multiple
-#: of the 16-byte default, grid size in waves of resident blocks; None: the
-#: planner's grid). Small on purpose: each candidate is a compile.
+#: What :func:`tune` tries besides the built-in rule's own choice
+#: (:func:`pyreduce.planner.auto_variant`): (variant, block size, items per thread
+#: as a multiple of the 16-byte default, grid size in waves of resident blocks;
+#: None: the planner's grid). Small on purpose: each candidate is a compile.
 CANDIDATES = (
     ("warp_shuffle", 256, 1, None),
     ("warp_shuffle", 256, 2, None),
-    ("warp_shuffle", 256, 4, None),
+    ("warp_shuffle", 512, 2, 16),
     ("warp_shuffle_x2", 256, 2, None),
-    ("last_block", 256, 1, None),
     ("last_block", 256, 2, None),
-    ("warp_shuffle", 256, 2, 2),
-    ("warp_shuffle", 512, 2, None),
+    ("last_block", 512, 2, 1),
+    ("last_block", 512, 2, 4),
+    ("last_block", 512, 4, 32),
 )
 
 
@@ -279,7 +280,7 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     from .api import prepare
     from .interop import inspect
     from .ops import as_monoid
-    from .planner import Tuning, default_items
+    from .planner import Tuning, auto_variant, default_items
 
     info = inspect(x)
     monoid = as_monoid(op, info.dtype, acc_dtype=dtype)
@@ -291,12 +292,20 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     timer = timer or (device_seconds if be.name == "cuda" else _wall_timer)
     device = be.device(None)
     base = prepare(info, monoid, None, backend, Tuning(), None).run()
-    best = None
+    # the built-in rule's own choice first: a recorded choice is never one the
+    # rule beat in the same measurement
+    auto = auto_variant(info.dtype, monoid.dtype, info.size, device)
+    block = max(auto.block or device.default_block, device.warp)
+    tunings = [Tuning(auto.variant, block, auto.items, None, auto.waves * device.max_grid(block))]
     for variant, block, factor, waves in candidates:
         items = min(16, default_items(np.dtype(info.dtype)) * factor)
         block = max(block, device.warp)
         max_blocks = None if waves is None else waves * device.max_grid(block)
-        tuning = Tuning(variant, block, items, None, max_blocks)
+        tunings.append(Tuning(variant, block, items, None, max_blocks))
+    best = None
+    for tuning in dict.fromkeys(tunings):
+        variant, block, items, max_blocks = (tuning.variant, tuning.block_size,
+                                              tuning.items_per_thread, tuning.max_blocks)
         got = prepare(info, monoid, None, backend, tuning, None).run()
         if not _agrees(got, base, monoid.dtype, info.size):
             raise AssertionError(f"{variant} b{block} i{items} gave {got!r}, the default "

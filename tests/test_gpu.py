@@ -67,6 +67,38 @@ def test_large_non_commutative(variant, tuning):
     assert int(got) == want
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int16], ids=lambda t: np.dtype(t).name)
+def test_auto_kernels_in_and_past_the_l2_cache(dt):
+    """``variant="auto"`` changes its items per thread and grid with the input's
+    size against the L2 cache: order-sensitive ops and the maximum stay right in
+    every band, from views that start 0-3 elements into an allocation."""
+    from pyreduce import backends
+
+    cuda = cuda_module()
+    device = backends.get("cuda").device()
+    assert device.l2_bytes > 0 and device.auto_block == 512
+    dt = np.dtype(dt)
+    rng = np.random.default_rng(7)
+    most = (2 * device.l2_bytes + 3 * 4096) // dt.itemsize
+    host = np.zeros(most + 3, dt)
+    hot = rng.choice(most, 4000, replace=False)
+    host[hot] = rng.integers(1, 100, hot.size)
+    whole = cuda.to_device(host)
+    for nbytes in (device.l2_bytes // 3, device.l2_bytes + 4096, 2 * device.l2_bytes + 8192):
+        n = nbytes // dt.itemsize + 5
+        for offset in (0, 3):
+            x, d = host[offset:offset + n], whole[offset:offset + n]
+            nz = np.flatnonzero(x)
+            e = pyreduce.explain(d, last_nonzero, backend="cuda")
+            assert e.plan.spec.variant == "last_block" and e.plan.spec.block == 512
+            # past the cache: more than one wave of resident blocks
+            assert (e.plan.grid > device.max_grid(512)) == (nbytes > device.l2_bytes)
+            assert e.result == x[nz[-1]], (nbytes, offset)
+            assert pyreduce.reduce(d, first_nonzero, backend="cuda") == x[nz[0]]
+            assert pyreduce.max(d, backend="cuda") == x.max()
+    assert np.array_equal(whole.copy_to_host(), host)
+
+
 # --------------------------------------------------------------------------
 # Numba device arrays
 

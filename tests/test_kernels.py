@@ -5,6 +5,7 @@ the generated source, the variant registry and ``pyreduce.explain``."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -18,7 +19,7 @@ import pyreduce
 from pyreduce import backends
 from pyreduce.planner import DeviceInfo, Tuning, default_items, make_plan
 from pyreduce.spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
-from oracles import P, affine, affine_data, last_nonzero
+from oracles import P, affine, affine_data, first_nonzero, last_nonzero
 
 # example counts: PYREDUCE_EXAMPLES_SCALE times those below (see tests/conftest.py)
 _PROFILE_SCALE = {"thorough": "10", "dev": "0.2"}.get(os.environ.get("HYPOTHESIS_PROFILE"), "1")
@@ -41,7 +42,7 @@ VARIANTS = list(pyreduce.variants)
 SIM_CONFIGS = [(32, 32, 1, 1), (32, 64, 2, 2), (64, 64, 4, 3), (32, 128, 1, 4),
                (64, 128, 2, 2)]
 GPU_CONFIGS = [(32, 32, 1, 1), (32, 64, 2, 2), (32, 256, 4, 3), (32, 1024, 1, 4),
-               (32, 512, 16, 2), (32, 128, 8, 64), (32, 256, 2, None)]
+               (32, 512, 16, 2), (32, 128, 8, 64), (32, 256, 2, None), (32, 256, 32, 3)]
 
 
 def edge_sizes(w, b, i, g):
@@ -89,6 +90,32 @@ def test_every_edge_with_initial_and_device_input(gpu_backend, variant):
                                   variant=variant, **tuning)
             assert int(got) == want, (tuning, n)
             assert np.array_equal(d.copy_to_host(), x)
+
+
+@pytest.mark.parametrize("variant", ["last_block", "warp_shuffle"])
+@pytest.mark.parametrize("dt", [np.int8, np.float32, np.int64], ids=lambda t: np.dtype(t).name)
+def test_32_items_with_every_vector_width(gpu_backend, variant, dt):
+    """32 items per thread, the most offered, loaded 16 bytes at a time where the
+    start allows it and narrower where it does not (offsets 0-3 elements), at the
+    tile's edges: an order-sensitive op sees every element once, in order."""
+    from numba import cuda
+
+    block = 32 if gpu_backend == "sim" else 256
+    tile = block * 32
+    rng = np.random.default_rng(np.dtype(dt).itemsize)
+    base = rng.integers(0, 3, 2 * 2 * tile + 40).astype(dt)  # many zeros: order shows
+    whole = cuda.to_device(base)  # a fresh allocation starts 16-byte aligned
+    widths = set()
+    for offset in range(4):
+        for n in (1, 31, tile - 1, tile + 1, 2 * tile + 5, 4 * tile + 3):
+            x = base[offset:offset + n]
+            d = whole[offset:offset + n]
+            for op in (last_nonzero, first_nonzero):
+                e = pyreduce.explain(d, op, backend=gpu_backend, variant=variant,
+                                     block_size=block, items_per_thread=32, max_blocks=2)
+                assert e.result == functools.reduce(op, x.tolist()), (offset, n, op)
+            widths.add(e.plan.spec.vector)
+    assert widths == {np.int8: {16, 1}, np.float32: {4, 2, 1}, np.int64: {2, 1}}[dt]
 
 
 @pytest.mark.parametrize("n", [1, 100, 1000, 9999, 100003])
@@ -268,6 +295,55 @@ def test_plan_invariants(n, dt, variant, warp, block, items, max_blocks, extra, 
     assert make_plan(n, dt, dt, "k", device, tuning, extra) == plan
 
 
+# an H100 as its backend describes it: 50 MiB of L2, 512-thread "auto" blocks
+H100_L2 = dataclasses.replace(H100, vector_bytes=16, l2_bytes=50 * 2**20, auto_block=512)
+
+
+@pytest.mark.parametrize("dt", [np.int16, np.float32, np.int32, np.float64],
+                         ids=lambda t: np.dtype(t).name)
+def test_auto_streams_wider_on_a_larger_grid_past_the_l2_cache(dt):
+    """``variant="auto"``: two 16-byte loads per lane on one wave of blocks in
+    the L2 cache, four waves up to twice its size, then four loads on up to 32
+    waves; 512 threads where the device says so."""
+    dt = np.dtype(dt)
+    l2, wave = H100_L2.l2_bytes, H100_L2.max_grid(512)
+    two, four = min(16, 2 * default_items(dt)), min(16, 4 * default_items(dt))
+    for nbytes, items, waves in [(4096, two, 1), (l2 // 3, two, 1), (l2, two, 1),
+                                 (l2 + 4096, two, 4), (2 * l2, two, 4),
+                                 (2 * l2 + 4096, four, 32), (40 * l2 + 12, four, 32)]:
+        n = nbytes // dt.itemsize
+        plan = make_plan(n, dt, dt, "add", H100_L2, align=16)
+        spec = plan.spec
+        assert (plan.layout, spec.variant, spec.block, spec.items) == (
+            "single_pass", "last_block", 512, items), nbytes
+        assert spec.vector * dt.itemsize == 16
+        bound = min(-(-n // spec.tile), waves * wave)
+        assert bound // 2 < plan.grid <= bound, nbytes  # the grid fills its bound
+        assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
+    # the caller's choices win over the rule's, one by one
+    n = 40 * l2 // dt.itemsize
+    plan = make_plan(n, dt, dt, "add", H100_L2, Tuning(block_size=128), align=16)
+    assert (plan.spec.variant, plan.spec.block, plan.spec.items) == ("last_block", 128, four)
+    assert plan.grid <= 32 * H100_L2.max_grid(128)
+    plan = make_plan(n, dt, dt, "add", H100_L2, Tuning(items_per_thread=2, max_blocks=7),
+                     align=16)
+    assert (plan.spec.block, plan.spec.items, plan.grid) == (512, 2, 7)
+    plan = make_plan(n, dt, dt, "add", H100_L2, Tuning("warp_shuffle"), align=16)
+    assert plan.spec.block == H100_L2.default_block and plan.grid <= H100_L2.max_grid(256)
+    # where the L2 size and block are not known: the in-cache rule at every size
+    plan = make_plan(n, dt, dt, "add", H100, align=16)
+    assert (plan.spec.block, plan.spec.items) == (H100.default_block, two)
+    assert plan.grid <= H100.max_grid(H100.default_block)
+
+
+def test_auto_sums_that_widen_run_two_pass():
+    i8, i64 = np.dtype(np.int8), np.dtype(np.int64)
+    for n in (1000, 2**30):
+        plan = make_plan(n, i8, i64, "add", H100_L2, align=16)
+        assert (plan.spec.variant, plan.spec.block, plan.spec.items) == ("warp_shuffle", 256, 16)
+        assert plan.grid <= H100_L2.max_grid(256)
+
+
 def test_kernel_spec_validation():
     ok = KernelSpec("warp_shuffle", np.float32, np.float32, "k", 64, 32, 2)
     assert (ok.warps, ok.tile, ok.label) == (2, 128, "warp_shuffle f4 b64 w32 i2")
@@ -365,7 +441,6 @@ def test_reordering_variant_refuses_user_ops(monkeypatch):
     are never reordered) and used for the built-ins."""
     if "sim" not in backends.available() and "cuda" not in backends.available():
         pytest.skip("needs a device backend")
-    import dataclasses
 
     from pyreduce.variants import VARIANTS
 

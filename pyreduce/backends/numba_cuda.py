@@ -184,6 +184,8 @@ class CudaBackend(NumbaCudaBackend):
             warp=dev.WARP_SIZE,
             limits=limits,
             vector_bytes=VECTOR_BYTES,
+            l2_bytes=attribute("L2_CACHE_SIZE", 0),
+            auto_block=512,  # measured on an H100 (pyreduce.planner.auto_variant)
         )
 
     def vector_load(self, count: int):
