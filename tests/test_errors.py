@@ -321,7 +321,7 @@ BAD_TUNING = [
     ("block_size", -64, "block size"),
     ("block_size", "64", "block size"),
     ("items_per_thread", 3, "items per thread"),
-    ("items_per_thread", 32, "items per thread"),
+    ("items_per_thread", 64, "items per thread"),
     ("warp_size", 16, "warp size"),
     ("warp_size", 128, "warp size"),
 ]
