@@ -23,7 +23,7 @@ __all__ = [
     "SUPPORTED_DTYPES", "ACCUMULATOR_DTYPES", "BFLOAT16", "check_dtype", "check_accumulator",
     "default_accumulator", "tuple_dtype", "is_tuple", "is_bfloat16", "element", "storage",
     "name",
-    "bfloat16_to_float32", "fields", "code", "as_value",
+    "bfloat16_to_float32", "fields", "code", "as_value", "carrier",
 ]
 
 #: Scalar dtypes the kernels accumulate in.
@@ -147,3 +147,14 @@ def as_value(raw, dtype: np.dtype):
     if dtype.names is None:
         return dtype.type(raw)
     return tuple(d.type(raw[k]) for k, d in enumerate(fields(dtype)))
+
+
+def carrier(dtype: np.dtype):
+    """The type a shuffle moves for ``dtype``: Numba's shuffles take 32- and 64-bit
+    signed ints and floats; narrower values ride in an int32 and are cast back, a
+    complex value's parts in their float type."""
+    if dtype.kind == "c":
+        return np.float32 if dtype.itemsize == 8 else np.float64
+    if dtype.kind == "f":
+        return dtype.type
+    return np.int64 if dtype.itemsize == 8 else np.int32

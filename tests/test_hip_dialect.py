@@ -101,7 +101,8 @@ def test_every_variant_parses_and_uses_only_numba_hip_names():
 def test_wavefront_size_is_baked_in_as_literals():
     for variant, warp, dtype, src in ALL:
         where = (variant, warp, np.dtype(dtype).name)
-        widths = re.findall(r"gpu\.shfl(?:_down)?\(carry_t\([^()]*\), [^,]+, (\w+)\)\)", src)
+        widths = re.findall(r"gpu\.shfl(?:_down)?\((?:carry_t)?\([^()]*\), [^,]+, (\w+)\)\)",
+                            src)
         calls = src.count("gpu.shfl")
         assert len(widths) == calls, where  # every shuffle matched by the pattern
         assert set(widths) <= {str(warp)}, (where, widths)
@@ -113,15 +114,19 @@ def test_wavefront_size_is_baked_in_as_literals():
             assert f", {other}))" not in src and f"tid % {other}\n" not in src, where
         if variant in SHUFFLE_VARIANTS:
             # log2(warp) shuffle steps per warp reduction: 6 at wave64, 5 at wave32
-            deltas = {int(d) for d in re.findall(r"gpu\.shfl_down\(carry_t\(\w+\), (\d+), ", src)}
+            deltas = {int(d) for d in re.findall(r"gpu\.shfl_down\((?:carry_t)?\(\w+\), (\d+), ",
+                                                 src)}
             assert deltas == {1 << k for k in range(warp.bit_length() - 1)}, (where, deltas)
 
 
 def test_hip_spellings():
     src = hip_source("warp_shuffle", 64)
-    assert "acc_t(gpu.shfl_down(carry_t(v), 32, 64))" in src
+    # a float32 moves as it is; an int16 rides in an int32 and is cast back
+    assert "= (gpu.shfl_down((v), 32, 64))" in src
+    narrow = hip_source("warp_shuffle", 64, np.int16)
+    assert "acc_t(gpu.shfl_down(carry_t(v), 32, 64))" in narrow
     tail = hip_source("shuffle_tail", 32)
-    assert re.search(r"v = acc_t\(gpu\.shfl\(carry_t\(v\), .*tid.*, 32\)\)", tail)
+    assert re.search(r"v = \(gpu\.shfl\(\(v\), .*tid.*, 32\)\)", tail)
     sync_tail = hip_source("warp_sync_tail", 64)
     assert "if tid < 64:" in sync_tail and "gpu.threadfence_block()" in sync_tail
     last = hip_source("last_block", 64)
@@ -146,7 +151,7 @@ def test_same_factories_as_cuda_and_sim():
                     CUDA)[1]
     assert "@gpu.jit(launch_bounds=256)" in cuda and "gpu.syncwarp(0xffffffff)" in cuda
     shfl = generate(KernelSpec("warp_shuffle", np.float32, np.float32, "op", 256, 32, 4), SIM)[1]
-    assert "gpu.shfl_down_sync(0xffffffff, carry_t(v), 16)" in shfl
+    assert "gpu.shfl_down_sync(0xffffffff, (v), 16)" in shfl
     assert "gpu.atomic.add(ticket, 0, 1)" in generate(
         KernelSpec("last_block", np.int32, np.int32, "op", 64, 32, 4), CUDA)[1]
 

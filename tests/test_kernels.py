@@ -365,6 +365,29 @@ def test_kernel_spec_validation():
 # The generated source
 
 
+@pytest.mark.parametrize("variant", ["last_block", "warp_shuffle", "shared_tree"])
+def test_generated_source_casts_only_where_types_differ(variant):
+    """Every call in a kernel's source is typed and lowered by Numba on each
+    compile: elements already of the accumulator's type are not cast, and values
+    a shuffle moves as they are are not cast either way."""
+    from pyreduce.backends.dialect import CUDA
+    from pyreduce.variants import generate
+
+    def source(in_dt, acc_dt):
+        spec = KernelSpec(variant, in_dt, acc_dt, ("builtin", "add"), 256, 32, 8)
+        return generate(spec, CUDA)[1]
+
+    same = source(np.float32, np.float32)
+    assert "x[i" in same and "acc_t(x[" not in same and "carry_t(" not in same
+    assert "acc_t(op(" in same  # an op's result is cast back: int8 + int8 widens
+    widened = source(np.int8, np.int64)
+    assert "acc_t(x[" in widened
+    narrow = source(np.int16, np.int16)  # rides in an int32 through shuffles
+    assert "acc_t(x[" not in narrow
+    if "shfl" in narrow:
+        assert "carry_t(" in narrow
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_generated_source_is_valid_python_with_literals(variant):
     from pyreduce.backends.dialect import CUDA, SIM
@@ -395,14 +418,14 @@ def test_generated_source_is_valid_python_with_literals(variant):
                     assert f"tid % {warp}" in source
                     assert f"gpu.shared.array({block // warp}, acc_t)" in source
                     if warp // 2 >= 1:
-                        assert f"carry_t(v), {warp // 2}))" in source  # widest shuffle
-                    assert f"carry_t(v), {warp}))" not in source
+                        assert f"(v), {warp // 2}))" in source  # widest shuffle
+                    assert f"(v), {warp}))" not in source
                 elif v.factory.__name__.endswith("pairwise"):
                     # a node per warp, and a stack of nodes per warp
                     assert f"tid % {warp}" in source
                     assert f"roots = gpu.shared.array({block // warp}, acc_t)" in source
-                    assert f"carry_t(v0), {warp // 2}))" in source  # widest shuffle
-                    assert f"carry_t(v0), {warp}))" not in source
+                    assert f"(v0), {warp // 2}))" in source  # widest shuffle
+                    assert f"(v0), {warp}))" not in source
                 else:
                     slots = block * v.options.shared_factor
                     assert f"gpu.shared.array({slots}, acc_t)" in source

@@ -21,7 +21,7 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import Kernel, compile_module
 from ..driver import Executable, resolve
-from ..dtypes import fields, is_bfloat16, is_tuple
+from ..dtypes import carrier, fields, is_bfloat16, is_tuple
 from ..flatten import gather_source
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
@@ -32,17 +32,6 @@ __all__ = ["GeneratedBackend", "carrier", "check_out"]
 
 _build_lock = threading.Lock()
 _NO_CONTEXT = contextlib.nullcontext()
-
-
-def carrier(dtype: np.dtype):
-    """The type a shuffle moves for ``dtype``: Numba's shuffles take 32- and 64-bit
-    signed ints and floats; narrower values ride in an int32 and are cast back, a
-    complex value's parts in their float type."""
-    if dtype.kind == "c":
-        return np.float32 if dtype.itemsize == 8 else np.float64
-    if dtype.kind == "f":
-        return dtype.type
-    return np.int64 if dtype.itemsize == 8 else np.int32
 
 
 def check_stream(stream) -> None:

@@ -23,7 +23,7 @@ arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 from __future__ import annotations
 
 from ..codegen import indent, render
-from ..dtypes import fields, is_bfloat16, is_tuple
+from ..dtypes import carrier, fields, is_bfloat16, is_tuple
 from ..spec import KernelSpec
 
 __all__ = [
@@ -59,6 +59,8 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
         item = f"bf16_t({item})"
     if spec.mapped:
         return f"acc_t(fmap({index}, {item}))"
+    if spec.in_dtype == spec.acc_dtype:
+        return item  # already an accumulator: a cast would only cost compile time
     return f"acc_t({item})"
 
 
@@ -66,7 +68,7 @@ def acc_load(spec: KernelSpec, array: str, index: str) -> str:
     """``array[index]`` of a device array of accumulator values, as an accumulator."""
     n = _width(spec)
     if not n:
-        return f"acc_t({array}[{index}])"
+        return f"{array}[{index}]"
     return "acc_t((" + ", ".join(f"{array}[{index}]['f{k}']" for k in range(n)) + "))"
 
 
@@ -98,6 +100,8 @@ def _shuffle(spec: KernelSpec, shfl, var: str, arg) -> str:
         re, im = (shfl(f"{var}.{part}", arg, spec.warp, cast="re_t", carry="re_t")
                   for part in ("real", "imag"))
         return f"acc_t(complex({re}, {im}))"
+    if carrier(spec.acc_dtype) is spec.acc_dtype.type:  # it travels as it is
+        return shfl(var, arg, spec.warp, cast="", carry="")
     return shfl(var, arg, spec.warp)
 
 
