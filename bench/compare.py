@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import device_seconds, host_seconds  # noqa: E402
-from peers import CASES, LIBS, UNHELD, Case, calls, data, expected, user_op  # noqa: E402
+from peers import CASES, LIBS, UNHELD, Case, calls, data, expected  # noqa: E402
 
 SIZES = [2**10, 2**12, 2**14, 2**16, 2**20, 2**24, 2**26, 2**28]
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "performance")
@@ -209,18 +209,16 @@ def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
     resident blocks. Recorded tuning choices are not consulted."""
     import tempfile
 
-    import cupy as cp
-
     import pyreduce
+    from pyreduce import backends
     from pyreduce.planner import default_items
 
     # "auto" is the built-in rule: no tuning file
     os.environ["PYREDUCE_TUNING_FILE"] = os.path.join(tempfile.mkdtemp(), "none.json")
     configs = configs or sweep_configs()
     meta = _meta()
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    threads = cp.cuda.Device().attributes["MaxThreadsPerMultiProcessor"]
-    meta["sm_count"] = sms
+    device = backends.get("cuda").device()  # waves as the planner counts them
+    meta["sm_count"] = device.sm_count
     rows = []
     for case in cases:
         full = data(case, max(sizes), seed=1)
@@ -245,7 +243,7 @@ def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
             for variant, block, loads, waves in configs:
                 items = min(32, loads * default_items(np.dtype(case.dtype)))
                 kw = dict(variant=variant, block_size=block, items_per_thread=items,
-                          max_blocks=waves * sms * (threads // block))
+                          max_blocks=waves * device.max_grid(block))
                 if tuple(kw.values()) in seen:  # items capped at 32: the same as another
                     continue
                 seen.add(tuple(kw.values()))

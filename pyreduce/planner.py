@@ -133,6 +133,10 @@ class Auto:
     block: int | None = None  # None: the device's default_block
     waves: int = 1  # the grid's bound, in multiples of DeviceInfo.max_grid(block)
 
+    def block_on(self, device: DeviceInfo, warp: int) -> int:
+        """The block size on ``device`` with warps of ``warp`` threads."""
+        return max(self.block or device.default_block, warp)
+
 
 def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
                  device: DeviceInfo | None = None) -> Auto:
@@ -258,8 +262,8 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
     block = tuning.block_size
     if block is None:
-        block = auto.block if auto is not None and auto.block else device.default_block
-        block = max(block, warp)
+        block = auto.block_on(device, warp) if auto is not None else max(device.default_block,
+                                                                          warp)
     block = int(block)
 
     def items_for(dtype):

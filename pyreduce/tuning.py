@@ -295,7 +295,7 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     # the built-in rule's own choice first: a recorded choice is never one the
     # rule beat in the same measurement
     auto = auto_variant(info.dtype, monoid.dtype, info.size, device)
-    block = max(auto.block or device.default_block, device.warp)
+    block = auto.block_on(device, device.warp)
     tunings = [Tuning(auto.variant, block, auto.items, None, auto.waves * device.max_grid(block))]
     for variant, block, factor, waves in candidates:
         items = min(16, default_items(np.dtype(info.dtype)) * factor)

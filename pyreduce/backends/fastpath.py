@@ -81,9 +81,7 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
     producer's stream is synchronized if it is another one (the CUDA Array
     Interface's rule; 1 and 2 name the default streams, which need nothing)."""
     dt, shape, strides = storage(fields.dtype), fields.shape, fields.strides
-    producer = fields.stream
-    if producer is not None and producer not in (1, 2) and producer != stream:
-        sync_producer(fields, stream)
+    sync_producer(fields, stream)
     size = 1
     for extent in shape:
         size *= extent

@@ -65,7 +65,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         last = ${flag}
         if tid == 0:
             if ${grid} == 1 and head == 0:
-        ${put_alone}
+        ${put_out}
                 last[0] = 0
             else:
         ${put_block}
@@ -87,7 +87,6 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         grid=dialect.grid_dim(),
         sync=dialect.syncthreads(),
         TILE=spec.tile, TILE1=spec.tile - 1,
-        put_alone=snippet(store(spec, "out", "0", "v"), 2),
         put_block=snippet(store(spec, "blocks", f"head + {dialect.block_idx()}", "v"), 2),
         put_out=snippet(store(spec, "out", "0", "v"), 2),
         body=snippet(block_fold(spec, dialect, "blocks", "count", "0", "chunk2", accs=True), 1),
