@@ -84,8 +84,6 @@ def user_op(case: Case):
 def calls(lib: str, case: Case, x):
     """``(device, host)`` callables for ``lib`` on the CuPy array ``x``, or None
     where the library cannot do the case."""
-    import cupy as cp
-
     acc = np.dtype(case.acc)
     if lib.startswith("pyreduce"):
         import pyreduce

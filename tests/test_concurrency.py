@@ -22,7 +22,7 @@ import pytest
 
 import pyreduce
 from pyreduce import backends
-from oracles import P, affine, affine_data, last_nonzero
+from oracles import affine, affine_data, last_nonzero
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import pyreduce
 import pyreduce.testing
 from pyreduce import backends
-from oracles import P, affine, affine_data, first_nonzero, last_nonzero
+from oracles import affine, affine_data, first_nonzero, last_nonzero
 
 # example counts: PYREDUCE_EXAMPLES_SCALE times those below (see tests/conftest.py)
 _PROFILE_SCALE = {"thorough": "10", "dev": "0.2"}.get(os.environ.get("HYPOTHESIS_PROFILE"), "1")

@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import functools
 
-import numpy as np
-
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from .base import GeneratedBackend
