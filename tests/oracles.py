@@ -7,7 +7,14 @@ reference, so any reordering or dropped element shows.
 
 import numpy as np
 
+import pyreduce
+
 P = 1000003
+
+#: variants that keep order (any associative op) and those that reorder
+#: (``commutative_only``: the built-ins only)
+ORDERED = [n for n, v in pyreduce.variants.items() if not v.commutative_only]
+REORDERING = [n for n, v in pyreduce.variants.items() if v.commutative_only]
 
 
 def last_nonzero(a, b):

@@ -460,8 +460,10 @@ SIZE_LIMIT = {"sim": 2100, "cuda": 60000, "cpu": 6000}
 # One example
 
 
-def draw_case(data, dt: np.dtype, backend: str):
+def draw_case(data, dt: np.dtype, backend: str, builtin_only: bool = False):
     cases = [c for c in CASES if dt.kind in c.kinds or (c.logical and dt.kind == "f")]
+    if builtin_only:  # a variant that reorders: commutative (built-in) ops only
+        cases = [c for c in cases if c.builtin]
     if dt.kind != "i" or dt.itemsize != 8:
         cases = [c for c in cases if c.data != "affine"]
     case = data.draw(st.sampled_from(cases), label="op")
@@ -484,7 +486,8 @@ def draw_case(data, dt: np.dtype, backend: str):
 
 def run_example(data, backend: str, variant: str | None):
     dt = data.draw(st.sampled_from(DTYPES), label="dtype")
-    case, op, acc, override = draw_case(data, dt, backend)
+    reorders = variant is not None and pyreduce.variants[variant].commutative_only
+    case, op, acc, override = draw_case(data, dt, backend, builtin_only=reorders)
     kwargs = {"backend": backend}
     if override is not None:
         kwargs["dtype"] = override

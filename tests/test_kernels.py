@@ -19,7 +19,7 @@ import pyreduce
 from pyreduce import backends
 from pyreduce.planner import DeviceInfo, Tuning, default_items, make_plan
 from pyreduce.spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
-from oracles import P, affine, affine_data, first_nonzero, last_nonzero
+from oracles import ORDERED, P, REORDERING, affine, affine_data, first_nonzero, last_nonzero
 
 # example counts: PYREDUCE_EXAMPLES_SCALE times those below (see tests/conftest.py)
 _PROFILE_SCALE = {"thorough": "10", "dev": "0.2"}.get(os.environ.get("HYPOTHESIS_PROFILE"), "1")
@@ -62,7 +62,7 @@ def fit_items(variant, items):
     return -(-items // m) * m
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", ORDERED)
 def test_every_edge_keeps_order(gpu_backend, variant):
     for w, b, i, g in configs(gpu_backend):
         i = fit_items(variant, i)
@@ -74,7 +74,7 @@ def test_every_edge_keeps_order(gpu_backend, variant):
             assert int(got) == want, (tuning, n)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", ORDERED)
 def test_every_edge_with_initial_and_device_input(gpu_backend, variant):
     from numba import cuda
 
@@ -90,6 +90,47 @@ def test_every_edge_with_initial_and_device_input(gpu_backend, variant):
                                   variant=variant, **tuning)
             assert int(got) == want, (tuning, n)
             assert np.array_equal(d.copy_to_host(), x)
+
+
+@pytest.mark.parametrize("variant", REORDERING)
+def test_every_edge_of_a_reordering_variant(gpu_backend, variant):
+    """A variant that reorders (commutative built-ins only) still combines every
+    element exactly once: wrapping int64 sums of random values (a lost or doubled
+    element shows), with and without an initial value, from host and device, and
+    float32 maxima whose winner sits anywhere; user ops are refused."""
+    from numba import cuda
+
+    for w, b, i, g in configs(gpu_backend):
+        tuning = dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g,
+                      variant=variant, backend=gpu_backend)
+        for n in edge_sizes(w, b, i, g):
+            rng = np.random.default_rng(n)
+            x = rng.integers(-2**62, 2**62, n, dtype=np.int64)
+            init = int(rng.integers(-2**62, 2**62))
+            want = np.add.reduce(x, dtype=np.int64)
+            assert pyreduce.reduce(x, "add", **tuning) == want, (tuning, n)
+            d = cuda.to_device(x)
+            got = pyreduce.reduce(d, "add", initial=init, **tuning)
+            assert got == np.int64(want + np.int64(init)), (tuning, n)
+            assert np.array_equal(d.copy_to_host(), x)
+            f = rng.standard_normal(n).astype(np.float32)
+            f[rng.integers(0, n)] = 9.5  # the winner, somewhere
+            assert pyreduce.reduce(f, "max", **tuning) == np.float32(9.5), (tuning, n)
+    # 32 items per lane, read 16, 8 or 4 bytes at a time by where the view starts
+    block = 32 if gpu_backend == "sim" else 256
+    x = np.random.default_rng(7).integers(-2**30, 2**30, 3 * block * 32 + 40).astype(np.int32)
+    whole = cuda.to_device(x)
+    widths = set()
+    for offset in range(4):
+        for n in (1, 31, 33, block * 32 - 1, block * 32 + 1, 3 * block * 32 + 5):
+            e = pyreduce.explain(whole[offset:offset + n], "add", backend=gpu_backend,
+                                 variant=variant, block_size=block, items_per_thread=32,
+                                 max_blocks=2)
+            assert e.result == np.add.reduce(x[offset:offset + n], dtype=np.int32), (offset, n)
+            widths.add(e.plan.spec.vector)
+    assert widths == {4, 2, 1}
+    with pytest.raises(ValueError, match="commutative"):
+        pyreduce.reduce(np.ones(10, np.int64), affine, backend=gpu_backend, variant=variant)
 
 
 @pytest.mark.parametrize("variant", ["last_block", "warp_shuffle"])
@@ -134,9 +175,10 @@ def test_cpu_streams_keep_order(n):
 
 
 # one variant per way values travel: shuffles (warp family, shuffle tail), shared
-# memory only (tree), the single-pass finish, the doubled shared array
+# memory only (tree), the single-pass finish, the doubled shared array, and the
+# lanes' accumulators of a reordering variant (the built-ins only)
 CARRIER_VARIANTS = [v for v in ("warp_shuffle", "shuffle_tail", "last_block",
-                                "double_shared") if v in pyreduce.variants]
+                                "double_shared") if v in pyreduce.variants] + REORDERING
 
 
 @pytest.mark.parametrize("dt", [np.bool_, np.int8, np.int16, np.int32, np.int64,
@@ -159,10 +201,13 @@ def test_carriers_preserve_every_bit(gpu_backend, variant, dt):
     tuning = dict(block_size=64 if gpu_backend == "sim" else 128,
                   items_per_thread=fit_items(variant, 1), max_blocks=3)
     # last: exactly the last element; first-max: position-sensitive among equal keys
-    got = pyreduce.reduce(x, lambda a, b: b, backend=gpu_backend, variant=variant, **tuning)
-    assert got.tobytes() == x[-1].tobytes()
-    got = pyreduce.reduce(x, lambda a, b: a, backend=gpu_backend, variant=variant, **tuning)
-    assert got.tobytes() == x[0].tobytes()
+    if variant in ORDERED:
+        got = pyreduce.reduce(x, lambda a, b: b, backend=gpu_backend, variant=variant,
+                              **tuning)
+        assert got.tobytes() == x[-1].tobytes()
+        got = pyreduce.reduce(x, lambda a, b: a, backend=gpu_backend, variant=variant,
+                              **tuning)
+        assert got.tobytes() == x[0].tobytes()
     got = pyreduce.reduce(x, "max", backend=gpu_backend, variant=variant, **tuning)
     assert got == x.max()
     got = pyreduce.reduce(x, "min", backend=gpu_backend, variant=variant, **tuning)
@@ -195,6 +240,10 @@ def test_random_float_sums_within_bound(backend, n, seed, dt, variant, user):
     extra = {} if backend == "cpu" else {"variant": variant}
     if backend == "sim":
         extra.update(block_size=64, max_blocks=3)
+    if user and backend != "cpu" and variant in REORDERING:
+        with pytest.raises(ValueError, match="commutative"):
+            pyreduce.reduce(x, op, backend=backend, **extra)
+        return
     got = pyreduce.reduce(x, op, backend=backend, **extra)
     assert got.dtype == dt
     assert abs(float(got) - exact) <= sum_bound(x, dt)
@@ -417,9 +466,10 @@ def test_generated_source_is_valid_python_with_literals(variant):
                 if v.factory.__name__.endswith("warp_shuffle"):
                     assert f"tid % {warp}" in source
                     assert f"gpu.shared.array({block // warp}, acc_t)" in source
+                    var = "acc" if v.commutative_only else "v"  # lanes shuffle once
                     if warp // 2 >= 1:
-                        assert f"(v), {warp // 2}))" in source  # widest shuffle
-                    assert f"(v), {warp}))" not in source
+                        assert f"({var}), {warp // 2}))" in source  # widest shuffle
+                    assert f"({var}), {warp}))" not in source
                 elif v.factory.__name__.endswith("pairwise"):
                     # a node per warp, and a stack of nodes per warp
                     assert f"tid % {warp}" in source
@@ -456,24 +506,24 @@ def test_variant_registry():
         assert v.layout in LAYOUTS
         assert v.default_items is None or v.default_items in ITEMS_PER_THREAD
         assert v.default_items is None or v.default_items % v.items_multiple == 0
-        assert not v.commutative_only  # none reorders (docs/semantics.md)
+    # one reorders (docs/semantics.md): the single pass with lane accumulators
+    assert REORDERING == ["last_block_lanes"]
+    assert pyreduce.variants["last_block_lanes"].layout == "single_pass"
 
 
-def test_reordering_variant_refuses_user_ops(monkeypatch):
+def test_reordering_variant_refuses_user_ops():
     """A variant that declares ``commutative_only`` is refused for user ops (they
-    are never reordered) and used for the built-ins."""
+    are never reordered), a jitted one included, and used for the built-ins."""
     if "sim" not in backends.available() and "cuda" not in backends.available():
         pytest.skip("needs a device backend")
 
-    from pyreduce.variants import VARIANTS
-
     be = "sim" if "sim" in backends.available() else "cuda"
-    monkeypatch.setitem(VARIANTS, "reordering", dataclasses.replace(
-        VARIANTS["warp_shuffle"], name="reordering", step=None, commutative_only=True))
     x = np.arange(1, 200, dtype=np.int64)
-    with pytest.raises(ValueError, match="commutative"):
-        pyreduce.reduce(x, last_nonzero, backend=be, variant="reordering")
-    assert pyreduce.reduce(x, "add", backend=be, variant="reordering") == x.sum()
+    for variant in REORDERING:
+        for op in (last_nonzero, lambda a, b: a + b):
+            with pytest.raises(ValueError, match="commutative"):
+                pyreduce.reduce(x, op, backend=be, variant=variant)
+        assert pyreduce.reduce(x, "add", backend=be, variant=variant) == x.sum()
 
 
 # --------------------------------------------------------------------------

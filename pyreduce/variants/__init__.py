@@ -96,6 +96,10 @@ VARIANTS = {
               "block finishes", None, "two_pass"),
         _warp("last_block", 11, "single pass: the last block to finish (atomic ticket "
               "after a fence) reduces the partials", None, "single_pass", last_block=True),
+        Variant("last_block_lanes", None, warp_shuffle,
+                warp_shuffle.Options(last_block=True, lanes=True), "single_pass", None,
+                "single pass, each lane accumulating across warp tiles and one shuffle "
+                "reduction per warp (reorders: commutative ops only)", commutative_only=True),
         _warp("warp_shuffle_x2", None, "two-pass warp shuffles loading two warp tiles "
               "per iteration before reducing them", None, "two_pass", tiles=2),
         _warp("warp_shuffle_x4", None, "the same with four warp tiles per iteration",

@@ -28,7 +28,7 @@ from ..spec import KernelSpec
 
 __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
-    "block_range", "prelude", "element", "zero",
+    "lane_fold", "block_range", "prelude", "element", "zero",
     "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load",
 ]
 
@@ -228,13 +228,19 @@ def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool
 
 
 def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
-              at=None, accs: bool = False) -> str:
+              at=None, accs: bool = False, lanes: bool = False) -> str:
     """One warp's ordered fold of ``src[start:end]`` (locals ``start``, ``end``,
     ``lane``) in warp tiles of ``warp * items``: each lane folds its neighbouring
     items, the warp combines its lanes with shuffles, and lane 0 folds the tile
     into ``acc``, which lane 0 holds at the end when the range is not empty.
     Full tiles are read ``vector`` elements at a time, ``tiles`` of them
-    per loop iteration; ``at`` and ``accs`` as for :func:`fold_items`."""
+    per loop iteration; ``at`` and ``accs`` as for :func:`fold_items`.
+
+    ``lanes``: for commutative ops only (:func:`lane_fold`), each lane keeps its
+    own accumulator across tiles and the warp combines its lanes once, at the end.
+    """
+    if lanes:
+        return lane_fold(spec, dialect, src, vector, at, accs)
     w, i = spec.warp, spec.items
     return render(
         """
@@ -275,9 +281,55 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
     )
 
 
+def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
+              accs: bool = False) -> str:
+    """A warp's fold of ``src[start:end]`` into ``acc`` of lane 0 that *reorders*
+    elements, for commutative ops: lane ``l`` folds items ``l*items ...`` of every
+    warp tile into its own accumulator, and the warp combines its 32 (or 64)
+    accumulators with one shuffle reduction after the last tile, where the ordered
+    :func:`warp_fold` shuffles once per tile. Fewer instructions per element, and
+    no shuffle chain between one tile's loads and the next's."""
+    w, i = spec.warp, spec.items
+    return render(
+        """
+        acc = ${zero}
+        have = False
+        base = start
+        while base + ${WTILE} <= end:
+            i = base + lane * ${I}
+        ${fold_full}
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+            have = True
+            base += ${WTILE}
+        # lanes holding data: all after a full tile, else the tail's prefix
+        lanes = ${W} if have else 0
+        if base < end:
+            i = base + lane * ${I}
+            if i < end:
+        ${fold_tail}
+                if have:
+                    acc = ${combine_acc}
+                else:
+                    acc = v
+            if not have:
+                lanes = (end - base + ${I1}) // ${I}
+        ${reduce}
+        """,
+        I=i, I1=i - 1, W=w, WTILE=w * i, zero=zero(spec),
+        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
+                                     at=at), 1),
+        combine_acc=combine("acc", "v"),
+        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at), 2),
+        reduce=warp_reduce(spec, dialect, "acc", "lane", "lanes"),
+    )
+
+
 def block_fold(
     spec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
-    vector: int = 1, at=None, accs: bool = False,
+    vector: int = 1, at=None, accs: bool = False, lanes: bool = False,
 ) -> str:
     """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
     ``n``, never empty) in ``v`` of thread 0. ``chunk`` is a multiple of the tile,
@@ -306,7 +358,7 @@ def block_fold(
         n=n, bstart=bstart, chunk=chunk, NW=spec.warps, zero=zero(spec),
         store_partial=snippet(store(spec, "partials", "warp", "acc", shared=True), 1),
         load_partial=shared_load(spec, "partials", "lane"),
-        fold=warp_fold(spec, dialect, src, tiles, vector, at, accs).strip("\n"),
+        fold=warp_fold(spec, dialect, src, tiles, vector, at, accs, lanes).strip("\n"),
         sync=dialect.syncthreads(),
         reduce_warps=snippet(
             "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0
