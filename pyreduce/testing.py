@@ -360,15 +360,18 @@ def _call_text(kwargs: dict, initial) -> str:
 _TUNABLE = ("block_size", "items_per_thread", "warp_size", "max_blocks")
 
 
-def _runs(backends, variants, tuning):
-    """``(backend, variant, reduce keywords)`` for every run asked for."""
+def _runs(backends, variants, tuning, commutative=True):
+    """``(backend, variant, reduce keywords)`` for every run asked for. By default
+    every variant, less those that reorder where the op is not ``commutative``
+    (they refuse it)."""
     present = _backends.available()
     names = list(present) if backends is None else list(backends)
     for name in names:
         if name not in present:
             raise ValueError(f"backend {name!r} is not available in this process "
                              f"(available: {', '.join(present)})")
-    chosen = list(VARIANTS) if variants is None else list(variants)
+    chosen = [v for v, spec in VARIANTS.items() if commutative or not spec.commutative_only] \
+        if variants is None else list(variants)
     for v in chosen:
         if v not in VARIANTS:
             raise ValueError(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
@@ -409,7 +412,8 @@ def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tu
     ValueError without one.
 
     ``backends`` defaults to ``pyreduce.available()``, ``variants`` (GPU
-    backends) to every one in ``pyreduce.variants``. ``tuning`` is a dict of
+    backends) to every one in ``pyreduce.variants`` that takes the op (one that
+    reorders takes the built-ins only). ``tuning`` is a dict of
     ``reduce`` keywords for the GPU backends (in the simulator, by default,
     ``SIM_TUNING``); ``items_per_thread`` is rounded up to what each variant
     accepts. ``max_examples`` arrays are tried per backend and variant (default
@@ -425,7 +429,7 @@ def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tu
     step = _step(monoid)
     tolerance = Tolerance.for_dtype(monoid.dtype, rtol, atol)
     acc = monoid.dtype
-    for backend, variant, kwargs in _runs(backends, variants, tuning):
+    for backend, variant, kwargs in _runs(backends, variants, tuning, monoid.commutative):
         _check_empty(op, dt, monoid, identity, kwargs)
         limit = max_size if max_size is not None else _MAX_SIZE.get(backend, _GPU_MAX_SIZE)
         n = _examples(max_examples if max_examples is not None

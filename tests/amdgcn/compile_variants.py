@@ -61,7 +61,7 @@ CASES = (
 #: variants whose values travel between lanes with shuffles
 SHUFFLE_VARIANTS = {
     "shuffle_tail", "warp_reduce", "items_per_thread", "warp_shuffle", "last_block",
-    "warp_shuffle_x2", "warp_shuffle_x4", "pairwise",
+    "warp_shuffle_x2", "warp_shuffle_x4", "pairwise", "last_block_lanes",
 }
 
 _FIELDS = {
@@ -226,6 +226,8 @@ def compile_target(arch: str, variants: list[str], asm_dir: str | None) -> list[
         monoid = _monoid(dtype, op_text)
         for name in variants:
             v = VARIANTS[name]
+            if v.commutative_only and not monoid.commutative:
+                continue  # refused for a user op: never built
             items = v.default_items or default_items(monoid.dtype)
             spec = KernelSpec(name, monoid.dtype, monoid.dtype, monoid.key, BLOCK, wave, items)
             kname, src = generate(spec, HIP)
