@@ -113,18 +113,22 @@ def test_wavefront_size_is_baked_in_as_literals():
             other = 96 - warp
             assert f", {other}))" not in src and f"tid % {other}\n" not in src, where
         if variant in SHUFFLE_VARIANTS:
-            # log2(warp) shuffle steps per warp reduction: 6 at wave64, 5 at wave32
-            deltas = {int(d) for d in re.findall(r"gpu\.shfl_down\((?:carry_t)?\(\w+\), (\d+), ",
-                                                 src)}
-            assert deltas == {1 << k for k in range(warp.bit_length() - 1)}, (where, deltas)
+            # log2(warp) shuffle steps per warp reduction, 6 at wave64 and 5 at
+            # wave32: a loop of literal bounds, delta 1 << step
+            steps = set(re.findall(r"for (\w+)_s in range\((\d+)\):\n\s+\1_d = 1 << \1_s\n"
+                                   r"\s+\1_o = \S*gpu\.shfl_down\((?:carry_t)?\(\1\), \1_d, ",
+                                   src))
+            assert {int(k) for _, k in steps} == {warp.bit_length() - 1}, (where, steps)
+            literal = re.findall(r"gpu\.shfl_down\((?:carry_t)?\(\w+\), (\d+), ", src)
+            assert not literal, (where, literal)
 
 
 def test_hip_spellings():
     src = hip_source("warp_shuffle", 64)
     # a float32 moves as it is; an int16 rides in an int32 and is cast back
-    assert "= (gpu.shfl_down((v), 32, 64))" in src
+    assert "= (gpu.shfl_down((v), v_d, 64))" in src
     narrow = hip_source("warp_shuffle", 64, np.int16)
-    assert "acc_t(gpu.shfl_down(carry_t(v), 32, 64))" in narrow
+    assert "acc_t(gpu.shfl_down(carry_t(v), v_d, 64))" in narrow
     tail = hip_source("shuffle_tail", 32)
     assert re.search(r"v = \(gpu\.shfl\(\(v\), .*tid.*, 32\)\)", tail)
     sync_tail = hip_source("warp_sync_tail", 64)
@@ -151,7 +155,7 @@ def test_same_factories_as_cuda_and_sim():
                     CUDA)[1]
     assert "@gpu.jit(launch_bounds=256)" in cuda and "gpu.syncwarp(0xffffffff)" in cuda
     shfl = generate(KernelSpec("warp_shuffle", np.float32, np.float32, "op", 256, 32, 4), SIM)[1]
-    assert "gpu.shfl_down_sync(0xffffffff, (v), 16)" in shfl
+    assert "gpu.shfl_down_sync(0xffffffff, (v), v_d)" in shfl
     assert "gpu.atomic.add(ticket, 0, 1)" in generate(
         KernelSpec("last_block", np.int32, np.int32, "op", 64, 32, 4), CUDA)[1]
 

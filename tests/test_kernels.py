@@ -467,22 +467,22 @@ def test_generated_source_is_valid_python_with_literals(variant):
                     assert f"tid % {warp}" in source
                     assert f"gpu.shared.array({block // warp}, acc_t)" in source
                     var = "acc" if v.commutative_only else "v"  # lanes shuffle once
-                    if warp // 2 >= 1:
-                        assert f"({var}), {warp // 2}))" in source  # widest shuffle
-                    assert f"({var}), {warp}))" not in source
+                    # log2(warp) shuffles, deltas 1 << s: a loop of literal bounds
+                    assert f"for {var}_s in range({warp.bit_length() - 1}):" in source
+                    assert f"({var}), {var}_d))" in source
                 elif v.factory.__name__.endswith("pairwise"):
                     # a node per warp, and a stack of nodes per warp
                     assert f"tid % {warp}" in source
                     assert f"roots = gpu.shared.array({block // warp}, acc_t)" in source
-                    assert f"(v0), {warp // 2}))" in source  # widest shuffle
-                    assert f"(v0), {warp}))" not in source
+                    assert f"for v0_s in range({warp.bit_length() - 1}):" in source
+                    assert "(v0), v0_d))" in source
                 else:
                     slots = block * v.options.shared_factor
                     assert f"gpu.shared.array({slots}, acc_t)" in source
-                # a thread's items are unrolled with literal offsets
+                # a thread's items: a loop of literal bounds (NVVM unrolls it)
                 run = items // v.items_multiple
                 if run > 1:
-                    assert f"[i + {run - 1}]" in source
+                    assert f"in range(1, {run}):" in source or f"[i + {run - 1}]" in source
                 assert f"x[i + {items}]" not in source
 
 

@@ -184,9 +184,17 @@ def fold_items(
     items = [element(spec, src, index[k], None if direct else values[k], accs)
              for k in range(count)]
     lines = loads + [f"{dst} = {items[0]}"]
+    if width == 1 and count > 1:
+        # a loop of literal bounds: NVVM unrolls it into the same code as the
+        # unrolled text, and Numba types and lowers one step instead of count - 1
+        k = f"{dst}_k"
+        at_k = f"{first} + {k}"
+        step = f"{dst} = {combine(dst, element(spec, src, at_k, at and at(at_k), accs))}"
+        if end is not None:
+            step = f"if {at_k} < {end}:\n    {step}"
+        return "\n".join(lines + [f"for {k} in range(1, {count}):", snippet(step, 1)])
     for k in range(1, count):
-        step = f"{dst} = {combine(dst, items[k])}"
-        lines.append(step if end is None else f"if {index[k]} < {end}:\n    {step}")
+        lines.append(f"{dst} = {combine(dst, items[k])}")
     return "\n".join(lines)
 
 
@@ -199,15 +207,16 @@ def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | Non
     it hold data (a prefix), and a lane combines with its right neighbour only if
     that neighbour is one of them. Every lane executes every shuffle.
     """
-    lines = []
-    d = 1
-    while d < spec.warp:
-        other = f"{var}_{d}"
-        lines.append(f"{other} = {shuffle_down(spec, dialect, var, d)}")
-        step = f"{var} = {combine(var, other)}"
-        lines.append(step if valid is None else f"if {lane} + {d} < {valid}:\n    {step}")
-        d *= 2
-    return "\n".join(lines)
+    # a loop of literal bounds, unrolled by NVVM (see fold_items)
+    s, d, other = f"{var}_s", f"{var}_d", f"{var}_o"
+    step = f"{var} = {combine(var, other)}"
+    if valid is not None:
+        step = f"if {lane} + {d} < {valid}:\n    {step}"
+    return "\n".join([
+        f"for {s} in range({spec.warp.bit_length() - 1}):",
+        f"    {d} = 1 << {s}",
+        f"    {other} = {shuffle_down(spec, dialect, var, d)}",
+        snippet(step, 1)])
 
 
 def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool) -> str:
