@@ -236,6 +236,36 @@ def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool
     return f"while base + {tiles * w * i} <= end:\n" + snippet(body, 1)
 
 
+def _tile_loop(spec, src: str, vector: int, at, accs: bool, reduce: str = "",
+               multi: str = "") -> str:
+    """The loop over a warp's full tiles from ``start`` (after ``multi``, a loop
+    over several tiles at a time): each lane folds its items into ``v``,
+    ``reduce`` (if any) combines the lanes, and ``v`` is folded into ``acc``;
+    ``have`` says whether it was."""
+    w, i = spec.warp, spec.items
+    return render(
+        """
+        acc = ${zero}
+        have = False
+        base = start${multi}
+        while base + ${WTILE} <= end:
+            i = base + lane * ${I}
+        ${fold_full}${reduce}
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+            have = True
+            base += ${WTILE}
+        """,
+        I=i, WTILE=w * i, combine_acc=combine("acc", "v"), zero=zero(spec),
+        multi="\n" + multi.strip("\n") if multi else "",
+        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
+                                     at=at), 1),
+        reduce="\n" + snippet(reduce, 1) if reduce else "",
+    )
+
+
 def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
               at=None, accs: bool = False, lanes: bool = False) -> str:
     """One warp's ordered fold of ``src[start:end]`` (locals ``start``, ``end``,
@@ -253,20 +283,7 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
     w, i = spec.warp, spec.items
     return render(
         """
-        acc = ${zero}
-        have = False
-        base = start
-        ${multi}
-        while base + ${WTILE} <= end:
-            i = base + lane * ${I}
-        ${fold_full}
-        ${reduce_full}
-            if have:
-                acc = ${combine_acc}
-            else:
-                acc = v
-            have = True
-            base += ${WTILE}
+        ${tiles}
         if base < end:
             i = base + lane * ${I}
             v = ${zero}
@@ -279,11 +296,11 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
             else:
                 acc = v
         """,
-        multi=_multi_tile(spec, dialect, src, tiles, vector, at, accs) if tiles > 1 else "",
-        I=i, I1=i - 1, WTILE=w * i, zero=zero(spec),
-        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
-                                     at=at), 1),
-        reduce_full=snippet(warp_reduce(spec, dialect, "v", "lane", None), 1),
+        I=i, I1=i - 1, zero=zero(spec),
+        tiles=_tile_loop(
+            spec, src, vector, at, accs, warp_reduce(spec, dialect, "v", "lane", None),
+            _multi_tile(spec, dialect, src, tiles, vector, at, accs) if tiles > 1 else "",
+        ).strip("\n"),
         combine_acc=combine("acc", "v"),
         fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at), 2),
         reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
@@ -301,18 +318,7 @@ def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
     w, i = spec.warp, spec.items
     return render(
         """
-        acc = ${zero}
-        have = False
-        base = start
-        while base + ${WTILE} <= end:
-            i = base + lane * ${I}
-        ${fold_full}
-            if have:
-                acc = ${combine_acc}
-            else:
-                acc = v
-            have = True
-            base += ${WTILE}
+        ${tiles}
         # lanes holding data: all after a full tile, else the tail's prefix
         lanes = ${W} if have else 0
         if base < end:
@@ -327,9 +333,8 @@ def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
                 lanes = (end - base + ${I1}) // ${I}
         ${reduce}
         """,
-        I=i, I1=i - 1, W=w, WTILE=w * i, zero=zero(spec),
-        fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
-                                     at=at), 1),
+        I=i, I1=i - 1, W=w,
+        tiles=_tile_loop(spec, src, vector, at, accs).strip("\n"),
         combine_acc=combine("acc", "v"),
         fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at), 2),
         reduce=warp_reduce(spec, dialect, "acc", "lane", "lanes"),
