@@ -280,7 +280,7 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
     """
     if lanes:
         return lane_fold(spec, dialect, src, vector, at, accs)
-    w, i = spec.warp, spec.items
+    i = spec.items
     return render(
         """
         ${tiles}
