@@ -167,34 +167,38 @@ def fold_items(
     count: int | None = None, vector: int = 1, accs: bool = False, at=None,
 ) -> str:
     """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
-    in order into ``dst``, unrolled.
+    in order into ``dst``.
 
-    With ``end`` given, items at or past ``end`` are skipped (the caller ensures
-    ``first < end``, so ``dst`` always holds at least one element). Without it the
-    items are read ``vector`` at a time (:func:`load_items`). ``accs``: ``src``
-    holds accumulator values (:func:`element`). ``at`` maps an index expression to
-    the expression loading that element, for inputs not addressed as
-    ``src[index]`` (a strided row); it reads one element at a time.
+    Without ``end``, ``accs`` or ``at`` the items are read ``vector`` at a time
+    (:func:`load_items`) and folded unrolled, each a field of a loaded tuple.
+    Otherwise they are read one at a time, by a loop of literal bounds: NVVM
+    unrolls it into the same code as unrolled text would give, and Numba types
+    and lowers one step instead of ``count - 1``. With ``end`` given, items at or
+    past ``end`` are skipped (the caller ensures ``first < end``, so ``dst``
+    always holds at least one element). ``accs``: ``src`` holds accumulator
+    values (:func:`element`). ``at`` maps an index expression to the expression
+    loading that element, for inputs not addressed as ``src[index]`` (a strided
+    row).
     """
     count = spec.items if count is None else count
     width = min(vector, count) if end is None and not accs and at is None else 1
-    loads, values = load_items(dst, first, src, count, width, at)
-    index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
-    direct = width == 1 and at is None  # element() writes src[index] itself
-    items = [element(spec, src, index[k], None if direct else values[k], accs)
-             for k in range(count)]
-    lines = loads + [f"{dst} = {items[0]}"]
-    if width == 1 and count > 1:
-        # a loop of literal bounds: NVVM unrolls it into the same code as the
-        # unrolled text, and Numba types and lowers one step instead of count - 1
+    if width > 1:
+        loads, values = load_items(dst, first, src, count, width)
+        index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
+        items = [element(spec, src, index[k], values[k], accs) for k in range(count)]
+        return "\n".join(loads + [f"{dst} = {items[0]}"]
+                         + [f"{dst} = {combine(dst, item)}" for item in items[1:]])
+
+    def item(index):
+        return element(spec, src, index, at and at(index), accs)
+
+    lines = [f"{dst} = {item(first)}"]
+    if count > 1:
         k = f"{dst}_k"
-        at_k = f"{first} + {k}"
-        step = f"{dst} = {combine(dst, element(spec, src, at_k, at and at(at_k), accs))}"
+        step = f"{dst} = {combine(dst, item(f'{first} + {k}'))}"
         if end is not None:
-            step = f"if {at_k} < {end}:\n    {step}"
-        return "\n".join(lines + [f"for {k} in range(1, {count}):", snippet(step, 1)])
-    for k in range(1, count):
-        lines.append(f"{dst} = {combine(dst, items[k])}")
+            step = f"if {first} + {k} < {end}:\n    {step}"
+        lines += [f"for {k} in range(1, {count}):", snippet(step, 1)]
     return "\n".join(lines)
 
 

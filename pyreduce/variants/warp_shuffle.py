@@ -15,8 +15,9 @@ Global Data Share step). A grid of one block with no initial value writes its
 result directly.
 
 With ``lanes`` set (commutative ops only) a lane keeps one accumulator over all of
-its warp's tiles and the warp shuffles once, after the last tile: the same loads,
-about half the instructions per element for a float32 sum.
+its warp's tiles and the warp shuffles once, after the last tile: the same loads
+without each tile's shuffle reduction. (On an H100 it was no faster, and took
+more registers: docs/kernels.md.)
 """
 
 from __future__ import annotations
