@@ -162,8 +162,9 @@ class PreparedLaunch:
             else:
                 values.append(int(a))
                 types.append(None)
-        self.values = np.array(values, dtype=np.int64)
-        # the values' addresses: the array of pointers cuLaunchKernel reads
+        # one word more than the kernel takes: the launcher's scratch (launch())
+        self.values = np.array(values + [0], dtype=np.int64)
+        # the parameters' addresses: the array of pointers cuLaunchKernel reads
         self.pointers = np.arange(len(values), dtype=np.uint64) * 8 + self.values.ctypes.data
         self.params = int(self.pointers.ctypes.data)
         self._types = tuple(types)
@@ -231,9 +232,10 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
     address and stride into the parameter words ``values`` at ``input_at`` and the
     output's address at ``output_at`` (-1: none), then ``cuLaunchKernel`` of
     ``function`` (a handle) on a 1-D grid with the parameter pointer array at
-    ``params``. The driver's result code; :data:`WRONG_DEVICE`, with nothing
-    written or launched, if ``device`` is not :data:`ANY_DEVICE` and the thread's
-    current device is another.
+    ``params``. The driver's result code; :data:`WRONG_DEVICE`, with no parameter
+    written and nothing launched, if ``device`` is not :data:`ANY_DEVICE` and the
+    thread's current device is another. The last word of ``values`` is not a
+    parameter: the device query writes there, so a launch allocates nothing.
 
     Its first call compiles it: a Numba ``njit`` function calling the driver
     through ctypes function pointers, which spares the per-argument conversions
@@ -248,11 +250,12 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
 
 def _launcher(current_device, launch_kernel):
     """:func:`launch`'s body over the driver's ``cuCtxGetDevice`` (as a function
-    returning the device, -1 without a context) and ``cuLaunchKernel``."""
+    of the parameter words, whose last one it may use, returning the device or
+    -1 without a context) and ``cuLaunchKernel``."""
 
     def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                grid, block, stream, params):
-        if device >= 0 and current_device() != device:
+        if device >= 0 and current_device(values) != device:
             return WRONG_DEVICE
         if input_at >= 0:
             values[input_at + 2] = size
@@ -270,7 +273,7 @@ def _bindings_launch():
     """:func:`launch` in Python, through ``cuda.bindings``."""
     cu = cuda_driver()
 
-    def device():
+    def device(values):
         err, dev = cu.cuCtxGetDevice()
         return -1 if int(err) else int(dev)
 
@@ -303,9 +306,12 @@ def _compiled_launch():
     cu_device = ctypes.CFUNCTYPE(ctypes.c_int, u64)(("cuCtxGetDevice", lib))
 
     @njit
-    def device():
-        dev = np.empty(1, np.int32)
-        return dev[0] if cu_device(dev.ctypes.data) == 0 else -1
+    def device(values):
+        # CUdevice is an int: it lands in the low half of the zeroed last word
+        # (CUDA hosts are little-endian)
+        last = values.size - 1
+        values[last] = 0
+        return values[last] if cu_device(values.ctypes.data + 8 * last) == 0 else -1
 
     global _LIBCUDA
     _LIBCUDA = (lib, cu_launch, cu_device)  # the compiled code calls into this library
