@@ -6,8 +6,8 @@ plan: several microseconds of Python, a good part of a small reduction's call.
 Programs make the same call on new arrays of one shape over and over, so the
 :class:`~pyreduce.api.Prepared` call is remembered per *call shape*: the operator,
 identity, initial value, accumulator dtype, backend and stream asked for, and the
-input's kind, dtype, shape and producer stream. A repeat reads the new array's
-address, checks that the remembered decisions still hold (the operator's
+input's kind, dtype, shape, strides and producer stream. A repeat reads the new
+array's address, checks that the remembered decisions still hold (the operator's
 bindings, as :func:`~pyreduce.ops.as_monoid` checks them; the current device; the
 address's alignment, which the plan depends on) and launches. Where one does not
 hold, the call takes the full path, which remembers its own decisions instead.
@@ -38,11 +38,10 @@ _MEMO: dict = {}
 
 
 class _Entry:
-    __slots__ = ("run", "backend", "stream", "bound", "align")
+    __slots__ = ("run", "bound")
 
-    def __init__(self, run, backend, stream, bound, align):
-        self.run, self.backend, self.stream = run, backend, stream
-        self.bound, self.align = bound, align
+    def __init__(self, run, bound):
+        self.run, self.bound = run, bound
 
 
 def key(info, op, identity, initial, dtype, backend, stream):
@@ -51,8 +50,11 @@ def key(info, op, identity, initial, dtype, backend, stream):
     if info.device is None:
         return None
     fields = info.fields
+    if fields is None:  # the simulator's arrays
+        return (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
+                info.kind, info.dtype, info.shape)
     return (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
-            info.kind, info.dtype, info.shape, None if fields is None else fields.stream)
+            info.kind, info.dtype, info.shape, fields.strides, fields.stream)
 
 
 def run(k, info, op, device_result):
@@ -66,13 +68,9 @@ def run(k, info, op, device_result):
         return MISS
     if entry.bound and not _same(entry.bound, _bindings(op)):
         return MISS
-    be = entry.backend
-    flat = be.flat_input(info, entry.stream)
-    if be.alignment(flat) != entry.align:
-        return MISS
-    # the device is checked by the runner: the backend's express one (which
-    # checks it as it launches) or run_on's
-    return entry.run(info, flat, device_result)
+    # the address's alignment and the device are checked by the runner: the
+    # backend's express one (which checks the device as it launches) or run_on's
+    return entry.run(info, device_result)
 
 
 def remember(k, call, op) -> None:
@@ -85,16 +83,21 @@ def remember(k, call, op) -> None:
         _MEMO.clear()
     be = call.backend
     device = be.device_id()
-    runner = be.express(call, device) or _on_device(call.detached(), device)
-    _MEMO[k] = _Entry(runner, be, call.stream, _bindings(op), be.alignment(call.flat))
+    runner = be.express(call, device) or _on_device(call.detached(), device,
+                                                     be.alignment(call.flat))
+    _MEMO[k] = _Entry(runner, _bindings(op))
 
 
-def _on_device(call, device):
-    """``call.run_on`` where the thread's device is still ``device``."""
-    be = call.backend
+def _on_device(call, device, align):
+    """``call.run_on`` where the thread's device is still ``device`` and the
+    input's flat view has the alignment ``align``."""
+    be, stream = call.backend, call.stream
 
-    def runner(info, flat, device_result):
+    def runner(info, device_result):
         if be.device_id() != device:
+            return MISS
+        flat = be.flat_input(info, stream)
+        if be.alignment(flat) != align:
             return MISS
         return call.run_on(info, flat, device_result)
 

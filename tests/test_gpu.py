@@ -225,6 +225,55 @@ def test_express_repeats_give_the_full_paths_results(kind, prepares, monkeypatch
         assert pyreduce.sum(v) == pytest.approx(h[start:start + 900].sum(), rel=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
+def test_express_repeats_of_views_in_turn(kind, prepares):
+    """Views of one shape but other strides are other call shapes: a strided 1-D
+    view and a contiguous array of its length in turn, a 2-D view of every other
+    row (gathered into C order on every call, so never repeated in one step) and
+    a C-contiguous one in turn, each call with a non-commutative op, so that a
+    repeat reading one view as the other gives a wrong value. (Rows skipped, not
+    a transpose: Numba's ``.T`` of a 2-D array is a C-contiguous copy.)"""
+    to_device, scalar_of, _ = _library(kind)
+    rng = np.random.default_rng(12)
+    n = 3 * 2**12 + 7
+    for _ in range(3):
+        x = (rng.integers(1, P, 2 * n) * P + rng.integers(0, P, 2 * n)).astype(np.int64)
+        d = to_device(x)
+        for view, host in ((d[::2], x[::2]), (d[:n], x[:n]), (d[1::2], x[1::2])):
+            want = functools.reduce(affine, host.tolist())
+            assert int(pyreduce.reduce(view, affine)) == want
+            assert int(scalar_of(pyreduce.reduce(view, affine, device_result=True))) == want
+        m = x[:2 * 300].reshape(20, 30)
+        dm = to_device(m)
+        for view, host in ((dm[::2], m[::2]),
+                           (to_device(np.ascontiguousarray(m[::2])), m[::2])):
+            want = functools.reduce(affine, host.ravel().tolist())
+            assert int(pyreduce.reduce(view, affine)) == want
+    # strided and contiguous 1-D (the odd and even views share a call shape),
+    # strided and contiguous 2-D: four call shapes, each planned once
+    assert prepares[0] == 4
+
+
+def test_express_repeats_wait_for_the_producers_stream(prepares):
+    """A repeat launched on another stream than the one that made its input waits
+    for the producer first (the CUDA Array Interface's rule), as the full path does."""
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(13)
+    n = 2**24
+    producer, launch = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    for k in range(4):
+        h = rng.standard_normal(n).astype(np.float32)
+        with producer:  # current: CuPy names it as the input's stream
+            x = cp.asarray(h)
+            for _ in range(10):  # work queued on the producer's stream, still running
+                x *= np.float32(1)  # when the reduction is called
+            x *= 2
+            x += np.float32(k)
+            got = pyreduce.max(x, stream=launch)
+        assert got == (h * 2 + np.float32(k)).max()
+    assert prepares[0] == 1
+
+
 def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     """A repeat launches only on the device its decisions were taken on: where the
     thread's device is another, it launches nothing (``fastpath.WRONG_DEVICE``)

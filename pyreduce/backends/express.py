@@ -3,41 +3,60 @@
 A repeat of a plain call (:mod:`pyreduce.repeat`) whose plan is a single launch
 with no initial value (the single-pass kernel, the default at every size) runs
 here, without the general path's layers (:meth:`pyreduce.api.Prepared.run_on`,
-:class:`pyreduce.driver.Executable`). It takes a prepared workspace of its
-stream, makes the result (a device array from :mod:`pyreduce.backends.results`,
-or the workspace's mapped result slot), and launches through one compiled call
-(:func:`pyreduce.backends.fastpath.launch`) that also checks the thread's
-device, the last of the remembered decisions. Where the device is another, it
-launches nothing and the call takes the full path.
+:class:`pyreduce.driver.Executable`, :meth:`~pyreduce.backends.base.Backend.flat_input`).
+The call shape fixes the input's dtype, shape and strides, so its flat view
+differs from the remembered call's only in its address: a repeat reads the
+address, checks its alignment (the plan depends on it), takes a prepared
+workspace of its stream, makes the result (a device array from
+:mod:`pyreduce.backends.results`, or the workspace's mapped result slot), and
+launches through one compiled call (:func:`pyreduce.backends.fastpath.launch`)
+that also checks the thread's device, the last of the remembered decisions.
+Where the device is another, it launches nothing and the call takes the full
+path.
 """
 
 from __future__ import annotations
 
 from ..repeat import MISS
-from .fastpath import read_scalar
+from . import fastpath
+from ..dtypes import storage
+from .fastpath import WRONG_DEVICE, DeviceView, _check, read_scalar, sync_producer
 from .results import maker
 
 __all__ = ["Express", "express"]
 
 
 class Express:
-    """The remembered call of one call shape: ``(info, flat, device_result)`` ->
-    the result, or :data:`pyreduce.repeat.MISS` when it cannot be made here."""
+    """The remembered call of one call shape: ``(info, device_result)`` -> the
+    result, or :data:`pyreduce.repeat.MISS` when it cannot be made here."""
 
-    __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new")
+    __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "size",
+                 "stride", "align", "sync", "key", "handle")
 
-    def __init__(self, exe, monoid, kind: str, stream: int, device: int):
+    def __init__(self, exe, monoid, info, flat, align: int, stream: int, device: int):
         self.exe, self.stream, self.device = exe, stream, device
         self.pool = exe.pool(stream)
         self.dtype, self.finish = monoid.dtype, monoid.result
         # an op finished on the host has no device result: the full path says so
-        self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
+        self.new = None if monoid.finalize is not None else maker(info.kind, monoid.dtype)
+        # what the call shape fixes: the flat view's length, stride and kernel
+        self.size, self.stride, self.key = flat.size, flat.stride, (flat.dtype.char, flat.layout)
+        self.align = align  # 0: not contiguous, nothing to check
+        producer = info.fields.stream
+        self.sync = producer is not None and producer not in (1, 2) and producer != stream
+        self.handle = None  # the compiled kernel's, known after the first launch
 
-    def __call__(self, info, flat, device_result):
+    def __call__(self, info, device_result):
+        fields = info.fields
+        ptr = fields.ptr
+        if self.align and (16 if ptr & 15 == 0 else ptr & -ptr) != self.align:
+            return MISS  # planned for another alignment
+        if self.sync:
+            sync_producer(fields, self.stream)
         if device_result:
             if self.new is None:
                 return MISS
-            user, ptr = self.new((), self.dtype, self.device, self.stream, info.device)
+            user, out = self.new((), self.dtype, self.device, self.stream, info.device)
         pool = self.pool
         try:
             ws = pool.pop()
@@ -45,9 +64,19 @@ class Express:
             ws = self.exe.workspace()
         try:
             slot = ws.buffers["result"]
-            if not ws.steps[0].launch_on(flat, ptr if device_result else slot.ptr, slot,
-                                         self.stream, self.device):
-                return MISS
+            step = ws.steps[0]
+            if not device_result:
+                out = slot.ptr
+            if self.handle is None:  # the first launch compiles (or looks up) the kernel
+                flat = DeviceView(ptr, self.size, self.stride, storage(fields.dtype))
+                self.handle = step.handle(flat, slot, self.key)
+            err = fastpath.launch(step.values, step.input_at, step.output_at, self.size, ptr,
+                                  self.stride, out, self.device, self.handle, step.grid,
+                                  step.block, self.stream, step.params)
+            if err:
+                if err == WRONG_DEVICE:
+                    return MISS
+                _check(err)
             if device_result:
                 return user
             return self.finish(read_scalar(slot, self.stream))
@@ -57,11 +86,16 @@ class Express:
 
 def express(backend, call, device: int) -> Express | None:
     """The :class:`Express` of the :class:`~pyreduce.api.Prepared` ``call`` on
-    ``device``, or None where its plan is not one launch without an initial value."""
+    ``device``, or None where its plan is not one launch without an initial value,
+    or its flat input is not a view of the input's own memory (an N-D array that
+    is not C-contiguous is gathered into a copy on every call)."""
     if call.initial is not None or call.fixed_tree:
+        return None
+    if call.info.fields is None or call.flat.owner is not call.info.device:
         return None
     exe = backend.executable(call.plan, call.monoid, call.device)
     sched = exe.schedule
     if len(sched.steps) != 1 or sched.outputs is not None or sched.initial is not None:
         return None
-    return Express(exe, call.monoid, call.info.kind, call.stream, device)
+    return Express(exe, call.monoid, call.info, call.flat, backend.alignment(call.flat),
+                   call.stream, device)

@@ -186,6 +186,12 @@ class PreparedLaunch:
         self._handles[key] = handle
         return handle
 
+    def handle(self, flat, like, key, offsets=None) -> int:
+        """The handle of the kernel compiled for ``key``: ``flat``'s dtype and
+        layout (and the offsets'), compiled on first use for ``flat``, an output
+        like ``like`` and ``offsets``."""
+        return self._handles.get(key) or self._compile(flat, like, offsets, key)
+
     def __call__(self, flat, out, stream, offsets=None) -> None:
         key = (flat.dtype.char, flat.layout)
         i = self.offsets_at
@@ -208,7 +214,7 @@ class PreparedLaunch:
         for on first use); the offsets, if any, are already written."""
         if key is None:
             key = (flat.dtype.char, flat.layout)
-        handle = self._handles.get(key) or self._compile(flat, like, offsets, key)
+        handle = self.handle(flat, like, key, offsets)
         err = launch(self.values, self.input_at, self.output_at, flat.size, flat.ptr,
                      flat.stride, out_ptr, device, handle, self.grid, self.block, stream,
                      self.params)
