@@ -82,7 +82,10 @@ def check_accumulator(dtype, what: str = "dtype=") -> np.dtype:
 def default_accumulator(dtype: np.dtype) -> np.dtype:
     """What an input dtype accumulates in without ``dtype=``: itself, except
     float16 and bfloat16, which accumulate in float32."""
-    return np.dtype(np.float32) if dtype == np.float16 or dtype == BFLOAT16 else dtype
+    return _WIDENED.get(dtype, dtype)  # a lookup: a repeat call makes this one
+
+
+_WIDENED = {np.dtype(np.float16): np.dtype(np.float32), BFLOAT16: np.dtype(np.float32)}
 
 
 def is_bfloat16(dtype: np.dtype) -> bool:

@@ -218,7 +218,10 @@ def _torch_stream(index):
 
 
 def _read_numba(x) -> DeviceFields:
-    ptr = x.device_ctypes_pointer.value or 0
+    try:  # the address as an int, without the ctypes object device_ctypes_pointer makes
+        ptr = x.gpu_data.device_pointer_value or 0
+    except AttributeError:  # no memory
+        ptr = 0
     return DeviceFields(ptr, x.shape, x.strides, x.dtype, None)
 
 
@@ -277,8 +280,7 @@ def inspect(x) -> Input:
     if found is not None:
         fields = found[0](x)
         if fields is not None:
-            return Input(check_dtype(fields.dtype), fields.shape, device=x, fields=fields,
-                         kind=found[1])
+            return Input(check_dtype(fields.dtype), fields.shape, None, x, fields, found[1])
     if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float
         return inspect(np.asarray(x))
     if isinstance(x, memoryview):

@@ -184,12 +184,18 @@ def _builtin_name(op) -> str | None:
 def sum_dtype(dt: np.dtype) -> np.dtype:
     """NumPy's accumulator for ``np.sum``/``np.prod``: small ints widen to 64 bits;
     float16 and bfloat16 sum in float32 (NumPy keeps float16)."""
-    dt = default_accumulator(dt)
-    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
-        return np.dtype(np.int64)
-    if dt.kind == "u" and dt.itemsize < 8:
-        return np.dtype(np.uint64)
-    return dt
+    acc = _SUM_DTYPES.get(dt)  # a repeat call of pyreduce.sum makes this one
+    if acc is None:
+        acc = default_accumulator(dt)
+        if acc.kind == "b" or (acc.kind == "i" and acc.itemsize < 8):
+            acc = np.dtype(np.int64)
+        elif acc.kind == "u" and acc.itemsize < 8:
+            acc = np.dtype(np.uint64)
+        _SUM_DTYPES[dt] = acc
+    return acc
+
+
+_SUM_DTYPES: dict = {}
 
 
 # --- cache keys from code, not identity
