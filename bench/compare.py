@@ -81,6 +81,10 @@ def _close(got, want, case: Case, n: int) -> bool:
     return float(got) == float(want)
 
 
+#: the least wall time of one round of host calls (:func:`_timing.host_seconds`)
+HOST_ROUND_S = 0.02
+
+
 def _timings(n: int) -> tuple[int, int]:
     """(device reps, host calls) so that each measurement takes tens of ms."""
     if n <= 2**20:
@@ -110,8 +114,10 @@ def measure(case: Case, n: int, libs, x, rounds: int = 3) -> list[dict]:
             device_fn, host_fn = made[lib]
             dev[lib].append(device_seconds(device_fn, reps=reps, batches=3,
                                            hold=lib not in UNHELD))
-            host[lib].append(host_seconds(host_fn, calls=host_calls, rounds=3))
-            issue[lib].append(host_seconds(device_fn, calls=host_calls, rounds=3))
+            host[lib].append(host_seconds(host_fn, calls=host_calls, rounds=3,
+                                          min_seconds=HOST_ROUND_S))
+            issue[lib].append(host_seconds(device_fn, calls=host_calls, rounds=3,
+                                           min_seconds=HOST_ROUND_S))
     rows = []
     for lib in made:
         dsec, hsec = float(np.median(dev[lib])), float(np.median(host[lib]))
