@@ -3,7 +3,7 @@
 A repeat of a plain call (:mod:`pyreduce.repeat`) whose plan is a single launch
 with no initial value (the single-pass kernel, the default at every size) runs
 here, without the general path's layers (:meth:`pyreduce.api.Prepared.run_on`,
-:class:`pyreduce.driver.Executable`, :meth:`~pyreduce.backends.base.Backend.flat_input`).
+:class:`pyreduce.driver.Executable`, the backend's ``flat_input``).
 The call shape fixes the input's dtype, shape and strides, so its flat view
 differs from the remembered call's only in its address: a repeat reads the
 address, checks its alignment (the plan depends on it), takes a prepared

@@ -202,27 +202,11 @@ class PreparedLaunch:
             v[i + 4] = offsets.ptr
             v[i + 6] = offsets.stride
             key += (offsets.dtype.char, offsets.layout)
-        self.launch_on(flat, out.ptr, out, int(stream) if stream else 0, ANY_DEVICE, key,
-                       offsets)
-
-    def launch_on(self, flat, out_ptr: int, like, stream: int, device: int, key=None,
-                  offsets=None) -> bool:
-        """The launch, writing to ``out_ptr``, if the thread's current device is
-        ``device`` (or ``device`` is :data:`ANY_DEVICE`); False, launching
-        nothing, if it is another or there is none. ``like``: a buffer of the
-        output's dtype and layout, and ``key`` the kernel's (what it is compiled
-        for on first use); the offsets, if any, are already written."""
-        if key is None:
-            key = (flat.dtype.char, flat.layout)
-        handle = self.handle(flat, like, key, offsets)
         err = launch(self.values, self.input_at, self.output_at, flat.size, flat.ptr,
-                     flat.stride, out_ptr, device, handle, self.grid, self.block, stream,
-                     self.params)
+                     flat.stride, out.ptr, ANY_DEVICE, self.handle(flat, out, key, offsets),
+                     self.grid, self.block, int(stream) if stream else 0, self.params)
         if err:
-            if err == WRONG_DEVICE:
-                return False
             _check(err)
-        return True
 
 
 #: :func:`launch`'s ``device`` for a launch on whatever device is current.
