@@ -298,7 +298,9 @@ def values(rng, n: int, dt: np.dtype, profile: str) -> np.ndarray:
     """``n`` values of ``dt`` for a data profile:
 
     exact   floats: multiples of 1/4 below 256 in magnitude (sums stay exact)
-    mul     mostly +-1, some +-2 (and +-0.5 for floats): products stay exact
+    mul     ints: mostly +-1, some 2 and 3; floats: signed powers of two whose
+            every run of consecutive values multiplies to between 1/16 and 16,
+            so that products are exact in any grouping
     any     anything: full integer range, floats over many magnitudes
     ordered the same without NaN (for ops that are associative only without it)
     sparse  mostly zeros (for the "non-zero" selection ops)
@@ -332,7 +334,14 @@ def values(rng, n: int, dt: np.dtype, profile: str) -> np.ndarray:
     if profile == "exact":
         return (rng.integers(-1024, 1024, n) / 4).astype(dt)
     if profile == "mul":
-        return rng.choice(np.array([1, -1, 1, -1, 1, -1, 2, -2, 0.5, -0.5], dtype=dt), n)
+        # value i is 2**(e[i+1] - e[i]) for exponents e in [-2, 2]. (Factors of 2
+        # and 1/2 drawn independently make the product a random walk that, over
+        # tens of thousands of values, leaves float32's range in some groupings
+        # and not in others: the sequential fold underflowed to 0 where the
+        # GPU's tree kept 1e-45.)
+        e = rng.integers(-2, 3, n + 1)
+        signs = rng.choice(np.array([1.0, -1.0]), n)
+        return (signs * np.exp2(e[1:] - e[:-1])).astype(dt)
     mags = 10.0 ** rng.integers(-30, 30, n)
     anyf = (rng.standard_normal(n) * mags).astype(dt)
     anyf[rng.random(n) < 0.05] = 0.0
