@@ -49,12 +49,10 @@ def key(info, op, identity, initial, dtype, backend, stream):
     with an unhashable part is never found nor remembered.)"""
     if info.device is None:
         return None
-    fields = info.fields
-    if fields is None:  # the simulator's arrays
-        return (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
-                info.kind, info.dtype, info.shape)
+    fields = info.fields  # None: the simulator's arrays
     return (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
-            info.kind, info.dtype, info.shape, fields.strides, fields.stream)
+            info.kind, info.dtype, info.shape,
+            None if fields is None else (fields.strides, fields.stream))
 
 
 def run(k, info, op, device_result):

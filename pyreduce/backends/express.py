@@ -17,9 +17,10 @@ path.
 
 from __future__ import annotations
 
+from ..dtypes import storage
+from ..planner import address_alignment
 from ..repeat import MISS
 from . import fastpath
-from ..dtypes import storage
 from .fastpath import WRONG_DEVICE, DeviceView, _check, read_scalar, sync_producer
 from .results import maker
 
@@ -31,28 +32,25 @@ class Express:
     result, or :data:`pyreduce.repeat.MISS` when it cannot be made here."""
 
     __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "size",
-                 "stride", "align", "sync", "key", "handle")
+                 "stride", "align", "key", "handle")
 
-    def __init__(self, exe, monoid, info, flat, align: int, stream: int, device: int):
+    def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int):
         self.exe, self.stream, self.device = exe, stream, device
         self.pool = exe.pool(stream)
         self.dtype, self.finish = monoid.dtype, monoid.result
         # an op finished on the host has no device result: the full path says so
-        self.new = None if monoid.finalize is not None else maker(info.kind, monoid.dtype)
+        self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
         # what the call shape fixes: the flat view's length, stride and kernel
         self.size, self.stride, self.key = flat.size, flat.stride, (flat.dtype.char, flat.layout)
         self.align = align  # 0: not contiguous, nothing to check
-        producer = info.fields.stream
-        self.sync = producer is not None and producer not in (1, 2) and producer != stream
         self.handle = None  # the compiled kernel's, known after the first launch
 
     def __call__(self, info, device_result):
         fields = info.fields
         ptr = fields.ptr
-        if self.align and (16 if ptr & 15 == 0 else ptr & -ptr) != self.align:
+        if self.align and address_alignment(ptr, True) != self.align:
             return MISS  # planned for another alignment
-        if self.sync:
-            sync_producer(fields, self.stream)
+        sync_producer(fields, self.stream)
         if device_result:
             if self.new is None:
                 return MISS
@@ -91,11 +89,11 @@ def express(backend, call, device: int) -> Express | None:
     is not C-contiguous is gathered into a copy on every call)."""
     if call.initial is not None or call.fixed_tree:
         return None
-    if call.info.fields is None or call.flat.owner is not call.info.device:
+    if call.flat.owner is not call.info.device:
         return None
     exe = backend.executable(call.plan, call.monoid, call.device)
     sched = exe.schedule
     if len(sched.steps) != 1 or sched.outputs is not None or sched.initial is not None:
         return None
-    return Express(exe, call.monoid, call.info, call.flat, backend.alignment(call.flat),
+    return Express(exe, call.monoid, call.info.kind, call.flat, backend.alignment(call.flat),
                    call.stream, device)
