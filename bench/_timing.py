@@ -24,7 +24,7 @@ def host_seconds(fn, calls=200, rounds=5, min_seconds=0.0):
         t0 = time.perf_counter()
         for _ in range(10):
             fn()
-        each = (time.perf_counter() - t0) / 10
+        each = max((time.perf_counter() - t0) / 10, 1e-9)
         calls = max(calls, min(20 * calls, int(min_seconds / each)))
     times = []
     for _ in range(rounds):
