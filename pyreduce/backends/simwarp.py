@@ -431,9 +431,14 @@ class _ManagerMixin:
                     return self._outcome(thread)
             # (The barrier completes in _hand_over, once nobody can run.)
             thread._meeting = meeting
+            # Where it waits, for a deadlock report; its own frame, since
+            # sys._current_frames() can deadlock the interpreter (CPython 3.11
+            # before 3.11.9, gh-106883: it collects garbage under a runtime lock)
+            thread._waits_at = sys._getframe()
             self._settle(thread._warp)
             self._hand_over()
         thread._wake.acquire()  # until the turn comes back
+        thread._waits_at = None  # the frame refers to the thread: no cycle kept
         return self._outcome(thread)
 
     def _warp_meeting(self, thread, kind, mask):
@@ -576,7 +581,6 @@ class _ManagerMixin:
         self._done.set()
 
     def _deadlock_report(self):
-        frames = sys._current_frames()
         rows = collections.defaultdict(int)  # (warp, call, line) -> lanes
         for t in self._threads:
             m = t._meeting
@@ -587,7 +591,7 @@ class _ManagerMixin:
             else:
                 missing = _lanes(m.mask & ~m.arrived_bits)
                 call = f"{m.kind}(mask={m.mask:#x}) waiting for lanes {missing}"
-            rows[t._warp.index, call, _kernel_line(frames.get(t.ident))] |= 1 << t.lane
+            rows[t._warp.index, call, _kernel_line(t._waits_at)] |= 1 << t.lane
         lines = [f"  warp {w} lanes {_lanes(bits)}: {call} at {where}"
                  for (w, call, where), bits in sorted(rows.items())]
         return (
@@ -644,6 +648,7 @@ class _ThreadMixin:
         self.lane = self.thread_id % manager.warp_size
         self._warp = manager._warps[self.thread_id // manager.warp_size]
         self._meeting = None  # the meeting this thread waits in, if any
+        self._waits_at = None  # the frame of meet() while it waits there
         self._value = self._arg = self._result = self._error = None
 
     def run(self):
