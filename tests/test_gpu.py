@@ -177,6 +177,40 @@ def test_small_results_share_slabs_and_stay_correct(kind):
     assert rec.copy_to_host()[()][1] == np.argmax(hosts[1])  # a record: a Numba array
 
 
+def test_numba_results_after_the_first_are_like_numbas_own():
+    """A small Numba result after the first of its shape and dtype copies that
+    one's attributes (``pyreduce.backends.results.numba_result``): it must be
+    the array Numba's constructor makes, on memory of its own."""
+    from pyreduce.backends import results
+
+    cuda = cuda_module()
+    results._NUMBA_LIKE.clear()
+    rng = np.random.default_rng(11)
+    hosts = [rng.standard_normal((6, 70)) for _ in range(3)]
+    devs = [cuda.to_device(h) for h in hosts]
+    made, *copied = [pyreduce.max(d, axis=1, device_result=True) for d in devs]
+    ref = cuda.device_array(6)  # Numba's own
+    assert set(vars(made)) == set(vars(ref))
+    for r in copied:
+        assert type(r) is type(ref) and set(vars(r)) == set(vars(made))
+        for name, value in vars(made).items():
+            if name != "gpu_data":
+                assert vars(r)[name] is value or vars(r)[name] == value, name
+        assert (r.shape, r.strides, r.dtype, r.size, r.alloc_size) == \
+            (ref.shape, ref.strides, ref.dtype, ref.size, ref.alloc_size)
+        assert r.is_c_contiguous() and r.gpu_data is not made.gpu_data
+    addresses = {r.device_ctypes_pointer.value for r in [made, *copied]}
+    assert len(addresses) == 3
+    for h, r in zip(hosts, [made, *copied]):
+        assert np.array_equal(r.copy_to_host(), h.max(axis=1))
+        assert np.array_equal(r[2:5].copy_to_host(), h.max(axis=1)[2:5])
+        assert np.array_equal(r.reshape(2, 3).copy_to_host(), h.max(axis=1).reshape(2, 3))
+    copied[0].copy_to_device(np.zeros(6))  # its memory alone
+    assert np.array_equal(made.copy_to_host(), hosts[0].max(axis=1))
+    assert np.array_equal(copied[1].copy_to_host(), hosts[2].max(axis=1))
+    assert not copied[0].copy_to_host().any()
+
+
 @pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
 def test_express_repeats_give_the_full_paths_results(kind, prepares, monkeypatch):
     """Repeats of a plain call whose plan is one launch run in one step
