@@ -445,7 +445,7 @@ def test_compiled_and_bindings_launchers_agree(monkeypatch):
         # no such function
         assert err != 0
         with pytest.raises(RuntimeError, match="CUDA_ERROR"):
-            fastpath._check(err)
+            fastpath.check_driver(err)
     assert results()[:2] == want[:2]  # the failed launches left nothing behind
 
 

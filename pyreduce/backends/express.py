@@ -21,7 +21,7 @@ from ..dtypes import storage
 from ..planner import address_alignment
 from ..repeat import MISS
 from . import fastpath
-from .fastpath import WRONG_DEVICE, DeviceView, _check, read_scalar, sync_producer
+from .fastpath import WRONG_DEVICE, DeviceView, check_driver, read_scalar, sync_producer
 from .results import maker
 
 __all__ = ["Express", "express"]
@@ -74,7 +74,7 @@ class Express:
             if err:
                 if err == WRONG_DEVICE:
                     return MISS
-                _check(err)
+                check_driver(err)
             if device_result:
                 return user
             return self.finish(read_scalar(slot, self.stream))

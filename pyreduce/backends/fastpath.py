@@ -22,7 +22,7 @@ from ..dtypes import storage
 
 __all__ = [
     "DeviceView", "view_from", "view_of", "sync_producer", "stream_handle", "PreparedLaunch",
-    "read_scalar", "write_scalar", "read_array", "write_array",
+    "read_scalar", "write_scalar", "read_array", "write_array", "check_driver",
 ]
 
 
@@ -101,7 +101,7 @@ def sync_producer(fields, stream) -> None:
     neither ``stream`` nor a default stream, before ``stream`` reads it."""
     producer = fields.stream
     if producer is not None and producer not in (1, 2) and producer != stream:
-        _check(cuda_driver().cuStreamSynchronize(producer))
+        check_driver(cuda_driver().cuStreamSynchronize(producer))
 
 
 def view_of(x) -> DeviceView | None:
@@ -206,7 +206,7 @@ class PreparedLaunch:
                      flat.stride, out.ptr, ANY_DEVICE, self.handle(flat, out, key, offsets),
                      self.grid, self.block, int(stream) if stream else 0, self.params)
         if err:
-            _check(err)
+            check_driver(err)
 
 
 #: :func:`launch`'s ``device`` for a launch on whatever device is current.
@@ -317,7 +317,7 @@ def read_scalar(view: DeviceView, stream):
     if type(view) is MappedView:
         err, = cu.cuStreamSynchronize(stream)
         if err != _SUCCESS:
-            _check((err,))
+            check_driver((err,))
         return view.host[0]
     buf = getattr(_local, "buf", None)
     if buf is None:
@@ -325,10 +325,10 @@ def read_scalar(view: DeviceView, stream):
     nbytes = view.dtype.itemsize
     if stream:
         handle = int(stream)
-        _check(cu.cuMemcpyDtoHAsync(buf.ctypes.data, view.ptr, nbytes, handle))
-        _check(cu.cuStreamSynchronize(handle))
+        check_driver(cu.cuMemcpyDtoHAsync(buf.ctypes.data, view.ptr, nbytes, handle))
+        check_driver(cu.cuStreamSynchronize(handle))
     else:
-        _check(cu.cuMemcpyDtoH(buf.ctypes.data, view.ptr, nbytes))
+        check_driver(cu.cuMemcpyDtoH(buf.ctypes.data, view.ptr, nbytes))
     return buf[:nbytes].view(view.dtype)[0]
 
 
@@ -342,10 +342,10 @@ def read_array(view: DeviceView, count: int, stream) -> np.ndarray:
     if count:
         cu = cuda_driver()
         if stream:
-            _check(cu.cuMemcpyDtoHAsync(host.ctypes.data, view.ptr, host.nbytes, int(stream)))
-            _check(cu.cuStreamSynchronize(int(stream)))
+            check_driver(cu.cuMemcpyDtoHAsync(host.ctypes.data, view.ptr, host.nbytes, int(stream)))
+            check_driver(cu.cuStreamSynchronize(int(stream)))
         else:
-            _check(cu.cuMemcpyDtoH(host.ctypes.data, view.ptr, host.nbytes))
+            check_driver(cu.cuMemcpyDtoH(host.ctypes.data, view.ptr, host.nbytes))
     return host
 
 
@@ -377,10 +377,10 @@ def write_array(view: DeviceView, host: np.ndarray, stream) -> None:
     if not host.size:
         return
     if stream:
-        _check(cu.cuMemcpyHtoDAsync(view.ptr, host.ctypes.data, host.nbytes, int(stream)))
-        _check(cu.cuStreamSynchronize(int(stream)))  # `host` must outlive the copy
+        check_driver(cu.cuMemcpyHtoDAsync(view.ptr, host.ctypes.data, host.nbytes, int(stream)))
+        check_driver(cu.cuStreamSynchronize(int(stream)))  # `host` must outlive the copy
     else:
-        _check(cu.cuMemcpyHtoD(view.ptr, host.ctypes.data, host.nbytes))
+        check_driver(cu.cuMemcpyHtoD(view.ptr, host.ctypes.data, host.nbytes))
 
 
 _CU = None
@@ -398,7 +398,7 @@ def current_device() -> int:
 
         cuda.current_context()
         err, dev = cu.cuCtxGetDevice()
-        _check(err)
+        check_driver(err)
     return int(dev)
 
 
@@ -413,7 +413,9 @@ def cuda_driver():
     return _CU
 
 
-def _check(result) -> None:
+def check_driver(result) -> None:
+    """Raise RuntimeError, naming the error, unless a driver call's ``result``
+    (a CUresult, or a tuple that starts with one) is success."""
     err = result[0] if isinstance(result, tuple) else result
     if int(err) != 0:
         cu = cuda_driver()
