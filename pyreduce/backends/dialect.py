@@ -81,9 +81,27 @@ class Dialect:
         """Add one to ``array[0]`` and return the old value."""
         return f"gpu.atomic.add({array}, 0, 1)"
 
+    def draw_ticket(self, array: str, last: str, count: str) -> str:
+        """Statements that release this thread's earlier writes to the whole
+        device, add one to ``array[0]`` and set ``last`` to whether that drew the
+        last of ``count`` tickets; the thread that draws the last one sees every
+        write released before the other tickets. Here: a full fence, then a
+        relaxed atomic add."""
+        return f"{self.threadfence()}\n{last} = {self.atomic_inc(array)} == {count} - 1"
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaDialect(Dialect):
+    """numba-cuda on a GPU: the ticket is one ``atom.acq_rel.gpu.add``
+    (:func:`pyreduce.backends.ticket.cuda_ticket`) where numba-cuda would write
+    ``membar.gl`` (a sequentially consistent fence) and a relaxed atomic."""
+
+    def draw_ticket(self, array: str, last: str, count: str) -> str:
+        return f"{last} = ticket_acq_rel({array}) == {count} - 1"
+
 
 #: numba-cuda on a GPU.
-CUDA = Dialect("cuda")
+CUDA = CudaDialect("cuda")
 #: The same source in Numba's CUDA simulator, less the launch bounds.
 SIM = Dialect("sim", launch_bounds=False)
 

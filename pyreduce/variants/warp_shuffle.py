@@ -78,8 +78,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
                 last[0] = 0
             else:
         ${put_block}
-                ${fence}
-                last[0] = ${ticket} == ${grid} - 1
+        ${ticket}
         ${sync}
         if last[0]:
             count = head + ${grid}
@@ -91,8 +90,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         """,
         flag=dialect.shared_array(1, "i32"),
         bid=dialect.block_idx(),
-        fence=dialect.threadfence(),
-        ticket=dialect.atomic_inc("ticket"),
+        ticket=snippet(dialect.draw_ticket("ticket", "last[0]", dialect.grid_dim()), 2),
         grid=dialect.grid_dim(),
         sync=dialect.syncthreads(),
         TILE=spec.tile, TILE1=spec.tile - 1,
