@@ -156,7 +156,7 @@ def test_same_factories_as_cuda_and_sim():
     assert "@gpu.jit(launch_bounds=256)" in cuda and "gpu.syncwarp(0xffffffff)" in cuda
     shfl = generate(KernelSpec("warp_shuffle", np.float32, np.float32, "op", 256, 32, 4), SIM)[1]
     assert "gpu.shfl_down_sync(0xffffffff, (v), v_d)" in shfl
-    assert "ticket_acq_rel(ticket)" in generate(
+    assert "gpu.atomic.add(ticket, 0, 1)" in generate(
         KernelSpec("last_block", np.int32, np.int32, "op", 64, 32, 4), CUDA)[1]
 
 

@@ -22,7 +22,6 @@ from ..dtypes import bfloat16_to_float32, storage
 from ..interop import ArrayInterface, device_fields
 from .base import GeneratedBackend, carrier, check_out, check_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
-from .ticket import cuda_ticket
 from .dialect import CUDA, SIM
 from .opcheck import check_op
 from .express import express
@@ -191,10 +190,6 @@ class CudaBackend(NumbaCudaBackend):
 
     def vector_load(self, count: int):
         return cuda_vload(count)
-
-    def kernel_namespace(self, spec, op, fmap=None) -> dict:
-        """The shared names and the single-pass ticket (:mod:`.ticket`)."""
-        return {**super().kernel_namespace(spec, op, fmap), "ticket_acq_rel": cuda_ticket()}
 
     def bfloat16_loader(self):
         return _cuda_bf16()
