@@ -282,7 +282,9 @@ def _row(rows, **match):
     return found[0] if found else None
 
 
-def report(path: str, docs: str = DOCS) -> str:
+def report(path: str, docs: str = DOCS, stem: str = "compare") -> str:
+    """Tables and ratios into ``docs/performance/<stem>.md``, the chart into
+    ``<stem>.png``."""
     with open(path) as f:
         data_ = json.load(f)
     meta, rows = data_["meta"], data_["rows"]
@@ -335,9 +337,9 @@ def report(path: str, docs: str = DOCS) -> str:
     lines += _ratios(rows, sizes)
     text = "\n".join(lines) + "\n"
     os.makedirs(docs, exist_ok=True)
-    with open(os.path.join(docs, "compare.md"), "w") as f:
+    with open(os.path.join(docs, f"{stem}.md"), "w") as f:
         f.write(text)
-    _chart(rows, meta, sizes, libs, os.path.join(docs, "compare.png"))
+    _chart(rows, meta, sizes, libs, os.path.join(docs, f"{stem}.png"))
     return text
 
 
@@ -520,6 +522,8 @@ def main(argv=None):
                         "(default: every one of SWEEP_SPACE)")
     g = sub.add_parser("report")
     g.add_argument("path")
+    g.add_argument("--stem", default="compare",
+                   help="names of the files written into docs/performance (default: compare)")
     w = sub.add_parser("report-sweep")
     w.add_argument("paths", nargs="+")
     args = p.parse_args(argv)
@@ -533,7 +537,7 @@ def main(argv=None):
     elif args.cmd == "report-sweep":
         print(sweep_report(args.paths))
     else:
-        print(report(args.path))
+        print(report(args.path, stem=args.stem))
 
 
 if __name__ == "__main__":

@@ -132,26 +132,41 @@ class Auto:
     items: int
     block: int | None = None  # None: the device's default_block
     waves: int = 1  # the grid's bound, in multiples of DeviceInfo.max_grid(block)
+    #: 0: the grid fills its bound; k: about k tiles per block, on a grid of
+    #: at least one wave and at most ``waves``
+    per_block: int = 0
 
     def block_on(self, device: DeviceInfo, warp: int) -> int:
         """The block size on ``device`` with warps of ``warp`` threads."""
         return max(self.block or device.default_block, warp)
+
+    def max_blocks(self, device: DeviceInfo, block: int, tiles: int) -> int:
+        """The most blocks for ``tiles`` tiles of ``block`` threads."""
+        wave = device.max_grid(block)
+        if not self.per_block:
+            return self.waves * wave
+        return min(self.waves * wave, max(wave, -(-tiles // self.per_block)))
 
 
 def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
                  device: DeviceInfo | None = None) -> Auto:
     """The built-in choice of ``variant="auto"`` for ``n`` elements on ``device``.
 
-    Measured on an H100 (``bench/compare.py sweep``, 2**10 to 2**28 elements of
-    float32, int32 and float64 sums and maxima, ``docs/performance/sweep.md``):
+    Measured on an H100 and an H200 (``bench/compare.py sweep``, 2**10 to 2**28
+    elements of float32, int32 and float64 sums and maxima,
+    ``docs/performance/sweep.md``):
 
     * the single-launch ``last_block`` with 512 threads (``auto_block``) and two
       16-byte loads per lane (8 float32) won while the input fits the L2 cache,
       on a grid of one wave of resident blocks; up to twice the L2 cache, four
       waves;
-    * above twice the L2 cache the input streams from memory, and four loads per
-      lane (16 float32, 8 float64) on a grid of up to 32 waves was the fastest
-      (the last wave's idle tail shrinks as the grid grows);
+    * above twice the L2 cache the input streams from memory. There the
+      two-pass ``warp_shuffle_x2`` (two warp tiles loaded before either is
+      reduced: four 16-byte loads per lane in flight), on a grid of about four
+      tiles per block (one wave at least, 32 at most), was within 1-2% of the
+      best configuration on both GPUs. Single-pass grids of many short blocks
+      lost up to 17% on the H200 (each block's fence and ticket), though an
+      H100 ran them 0.5-1.5% faster;
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``).
 
     A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.
@@ -161,10 +176,10 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     block = device.auto_block if device is not None else None
     l2 = device.l2_bytes if device is not None else 0
     nbytes = n * in_dtype.itemsize
+    two = min(16, 2 * default_items(in_dtype))
     if l2 and nbytes > 2 * l2:
-        return Auto("last_block", min(16, 4 * default_items(in_dtype)), block, 32)
-    return Auto("last_block", min(16, 2 * default_items(in_dtype)), block,
-                4 if l2 and nbytes > l2 else 1)
+        return Auto("warp_shuffle_x2", two, block, 32, per_block=4)
+    return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
 
 
 def default_items(dtype: np.dtype) -> int:
@@ -292,7 +307,8 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
         if tuning.max_blocks is not None:
             limit = int(tuning.max_blocks)
         else:
-            limit = device.max_grid(block) * (auto.waves if auto is not None else 1)
+            limit = (device.max_grid(block) if auto is None
+                     else auto.max_blocks(device, block, tiles))
         grid = min(tiles, limit)
     per_block = -(-tiles // grid)
     if variant.fixed_tree:  # a block's range must be one aligned subtree

@@ -296,7 +296,9 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     # rule beat in the same measurement
     auto = auto_variant(info.dtype, monoid.dtype, info.size, device)
     block = auto.block_on(device, device.warp)
-    tunings = [Tuning(auto.variant, block, auto.items, None, auto.waves * device.max_grid(block))]
+    tiles = -(-info.size // (block * auto.items))
+    tunings = [Tuning(auto.variant, block, auto.items, None,
+                      auto.max_blocks(device, block, tiles))]
     for variant, block, factor, waves in candidates:
         items = min(16, default_items(np.dtype(info.dtype)) * factor)
         block = max(block, device.warp)

@@ -350,29 +350,48 @@ H100_L2 = dataclasses.replace(H100, vector_bytes=16, l2_bytes=50 * 2**20, auto_b
 
 @pytest.mark.parametrize("dt", [np.int16, np.float32, np.int32, np.float64],
                          ids=lambda t: np.dtype(t).name)
-def test_auto_streams_wider_on_a_larger_grid_past_the_l2_cache(dt):
-    """``variant="auto"``: two 16-byte loads per lane on one wave of blocks in
-    the L2 cache, four waves up to twice its size, then four loads on up to 32
-    waves; 512 threads where the device says so."""
+def test_auto_streams_two_pass_past_twice_the_l2_cache(dt):
+    """``variant="auto"``: two 16-byte loads per lane in one pass, on one wave of
+    blocks in the L2 cache and four waves up to twice its size; past that, the
+    two-pass ``warp_shuffle_x2`` on about four tiles per block, one wave at
+    least and 32 at most; 512 threads where the device says so."""
     dt = np.dtype(dt)
     l2, wave = H100_L2.l2_bytes, H100_L2.max_grid(512)
-    two, four = min(16, 2 * default_items(dt)), min(16, 4 * default_items(dt))
-    for nbytes, items, waves in [(4096, two, 1), (l2 // 3, two, 1), (l2, two, 1),
-                                 (l2 + 4096, two, 4), (2 * l2, two, 4),
-                                 (2 * l2 + 4096, four, 32), (40 * l2 + 12, four, 32)]:
+    two = min(16, 2 * default_items(dt))
+    for nbytes, waves in [(4096, 1), (l2 // 3, 1), (l2, 1), (l2 + 4096, 4), (2 * l2, 4)]:
         n = nbytes // dt.itemsize
         plan = make_plan(n, dt, dt, "add", H100_L2, align=16)
         spec = plan.spec
         assert (plan.layout, spec.variant, spec.block, spec.items) == (
-            "single_pass", "last_block", 512, items), nbytes
+            "single_pass", "last_block", 512, two), nbytes
         assert spec.vector * dt.itemsize == 16
         bound = min(-(-n // spec.tile), waves * wave)
         assert bound // 2 < plan.grid <= bound, nbytes  # the grid fills its bound
         assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
+    tile_bytes = 512 * two * dt.itemsize
+    for nbytes in [2 * l2 + 4096, 3 * l2, 8 * l2, 40 * l2 + 12, 400 * l2]:
+        n = nbytes // dt.itemsize
+        plan = make_plan(n, dt, dt, "add", H100_L2, align=16)
+        spec = plan.spec
+        assert (plan.layout, spec.variant, spec.block, spec.items) == (
+            "two_pass", "warp_shuffle_x2", 512, two), nbytes
+        assert spec.vector * dt.itemsize == 16 and plan.finish is not None
+        tiles = -(-n // spec.tile)
+        assert tiles == -(-nbytes // tile_bytes)
+        assert plan.chunk % spec.tile == 0
+        # four tiles a block, unless one wave or 32 waves bound the grid
+        bound = min(32 * wave, max(wave, -(-tiles // 4)))
+        assert plan.chunk // spec.tile == -(-tiles // bound), (nbytes, plan.chunk, plan.grid)
+        assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
+    # 32 waves bind far past the L2 (one wave would bind below 4 waves' tiles:
+    # 33 MiB of 512-thread tiles on an H100, so never past twice its L2)
+    huge = make_plan(400 * l2 // dt.itemsize, dt, dt, "add", H100_L2, align=16)
+    assert huge.chunk // huge.spec.tile > 4 and huge.grid > 16 * wave
     # the caller's choices win over the rule's, one by one
     n = 40 * l2 // dt.itemsize
     plan = make_plan(n, dt, dt, "add", H100_L2, Tuning(block_size=128), align=16)
-    assert (plan.spec.variant, plan.spec.block, plan.spec.items) == ("last_block", 128, four)
+    assert (plan.spec.variant, plan.spec.block, plan.spec.items) == (
+        "warp_shuffle_x2", 128, two)
     assert plan.grid <= 32 * H100_L2.max_grid(128)
     plan = make_plan(n, dt, dt, "add", H100_L2, Tuning(items_per_thread=2, max_blocks=7),
                      align=16)
@@ -383,6 +402,20 @@ def test_auto_streams_wider_on_a_larger_grid_past_the_l2_cache(dt):
     plan = make_plan(n, dt, dt, "add", H100, align=16)
     assert (plan.spec.block, plan.spec.items) == (H100.default_block, two)
     assert plan.grid <= H100.max_grid(H100.default_block)
+
+
+def test_auto_grid_of_tiles_per_block_lies_between_one_wave_and_its_waves():
+    from pyreduce.planner import Auto
+
+    wave = H100_L2.max_grid(512)
+    rule = Auto("warp_shuffle_x2", 8, 512, 32, per_block=4)
+    assert rule.max_blocks(H100_L2, 512, 10) == wave  # one wave at least
+    assert rule.max_blocks(H100_L2, 512, 4 * wave + 1) == wave + 1
+    assert rule.max_blocks(H100_L2, 512, 40 * wave) == 10 * wave
+    assert rule.max_blocks(H100_L2, 512, 10**9) == 32 * wave  # 32 waves at most
+    assert rule.max_blocks(H100_L2, 256, 10**9) == 32 * H100_L2.max_grid(256)
+    assert Auto("last_block", 8, 512, 4).max_blocks(H100_L2, 512, 10**9) == 4 * wave
+    assert Auto("last_block", 8, 512, 4).max_blocks(H100_L2, 512, 10) == 4 * wave
 
 
 def test_auto_sums_that_widen_run_two_pass():
