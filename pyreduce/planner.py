@@ -164,9 +164,9 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       two-pass ``warp_shuffle_x2`` (two warp tiles loaded before either is
       reduced: four 16-byte loads per lane in flight), on a grid of about four
       tiles per block (one wave at least, 32 at most), was within 1-2% of the
-      best configuration on both GPUs. Single-pass grids of many short blocks
-      lost up to 17% on the H200 (each block's fence and ticket), though an
-      H100 ran them 0.5-1.5% faster;
+      best configuration on both GPUs. The earlier rule here (``last_block``,
+      four loads per lane, up to 32 waves) lost up to 17% on the H200; on the
+      H100 it had been up to 1.5% faster than this one;
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``).
 
     A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.

@@ -88,11 +88,11 @@ class Dialect:
         write released before the other tickets. Here: a full fence, then a
         relaxed atomic add.
 
-        On an H100 one ``atom.acq_rel.gpu.add`` in place of ``membar.gl`` (a
-        sequentially consistent fence) and the atomic timed the same, to within
-        run-to-run noise, at 2**11 to 2**28 elements (commit 70ce564,
-        ``docs/performance/ticket-ab-h100.json``), so the portable spelling
-        stays."""
+        One ``atom.acq_rel.gpu.add`` in place of ``membar.gl`` (a sequentially
+        consistent fence) and the atomic timed the same, to within run-to-run
+        noise, on an H100 at 2**11 to 2**28 elements and on an H200 at 2**24 to
+        2**28 (commit 70ce564; ``docs/performance/ticket-ab-h100.json``,
+        ``h200-kernel-options.json``), so the portable spelling stays."""
         return f"{self.threadfence()}\n{last} = {self.atomic_inc(array)} == {count} - 1"
 
 
