@@ -1,0 +1,235 @@
+"""What a user waits for in a fresh process: the first call, with the kernel cache
+empty and then warm.
+
+    python bench/cold_start.py run --out cold.json       # every case, twice each
+    python bench/cold_start.py report cold.json          # a Markdown table
+
+Each case runs in a new Python process, as a user starts one, and times itself
+from inside (the interpreter's own start is not counted; ``import pyreduce`` is,
+where the case says so). Every case runs twice against one cache directory: first
+with the directory empty (``cold``), then again in another new process
+(``warm``), which is what a user's second run of a script sees. CuPy's own calls
+are measured the same way, as the peer (CuPy keeps its kernels on disk too, in
+``~/.cupy``; its warm run is the fair comparison).
+
+Cases (each skipped where its library or a GPU is missing):
+
+``import``          ``import pyreduce``
+``cupy_max``        ``pyreduce.max`` of a 2**20 float32 CuPy array, CuPy imported
+                    and initialised before the timer
+``cupy_lambda``     the same with ``lambda a, b: a if a > b else b``
+``cupy_peer``       CuPy's own ``x.max()``, the peer of the two above
+``numpy_max``       ``pyreduce.max`` of a 2**20 float64 NumPy array (``auto``)
+``numpy_lambda``    the same with the lambda
+``sweep``           one script reducing NumPy arrays of 1e3, 1e4, ... elements with
+                    ``op=max``: its total time and the kernels it built
+``demo``            ``python -m pyreduce demo``, whole, as a subprocess
+
+``--tree DIR`` runs the cases against another checkout of pyreduce (its ``DIR``
+first on ``PYTHONPATH``), so two versions can be compared in one run on one
+machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+_PRELUDE = """
+import json, os, sys, time
+T0 = time.perf_counter()
+def done(**fields):
+    print("RESULT " + json.dumps(fields), flush=True)
+"""
+
+_CUPY = """
+import numpy as np
+import cupy as cp
+x = cp.asarray(np.random.default_rng(0).random(2**20, dtype=np.float32))
+cp.cuda.Device().synchronize()
+"""
+
+CASES = {
+    "import": """
+t = time.perf_counter()
+import pyreduce
+done(seconds=time.perf_counter() - t)
+""",
+    "cupy_max": _CUPY + """
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.max(x)
+done(seconds=time.perf_counter() - t, ok=bool(float(v) == float(x.max())))
+""",
+    "cupy_lambda": _CUPY + """
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.reduce(x, lambda a, b: a if a > b else b)
+done(seconds=time.perf_counter() - t, ok=bool(float(v) == float(x.max())))
+""",
+    "cupy_peer": _CUPY + """
+t = time.perf_counter()
+v = x.max()
+float(v)
+done(seconds=time.perf_counter() - t, ok=True)
+""",
+    "numpy_max": """
+import numpy as np
+x = np.random.default_rng(0).random(2**20)
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.max(x)
+done(seconds=time.perf_counter() - t, ok=bool(v == x.max()))
+""",
+    "numpy_lambda": """
+import numpy as np
+x = np.random.default_rng(0).random(2**20)
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.reduce(x, lambda a, b: a if a > b else b)
+done(seconds=time.perf_counter() - t, ok=bool(v == x.max()))
+""",
+    "sweep": """
+import numpy as np
+sizes = [10**k for k in range(3, int(os.environ["SWEEP_MAX_EXP"]) + 1)]
+rng = np.random.default_rng(0)
+arrays = [rng.random(n) for n in sizes]
+t = time.perf_counter()
+import pyreduce
+steps, ok = [], True
+for x in arrays:
+    s = time.perf_counter()
+    ok &= bool(pyreduce.reduce(x, op=max) == x.max())
+    steps.append(time.perf_counter() - s)
+info = pyreduce.cache_info()
+done(seconds=time.perf_counter() - t, ok=ok, sizes=sizes, steps=steps,
+     builds=getattr(info, "builds", None), info=repr(info))
+""",
+}
+
+
+def _environment(tree: str | None, cache_dir: str) -> dict:
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env["PYREDUCE_CACHE_DIR"] = cache_dir
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.path.abspath(tree), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _run_case(name: str, env: dict, timeout: float) -> dict:
+    code = _PRELUDE + textwrap.dedent(CASES[name])
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            out = json.loads(line[len("RESULT "):])
+            out["process_seconds"] = wall
+            return out
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return {"error": " | ".join(tail), "returncode": proc.returncode}
+
+
+def _run_demo(env: dict, timeout: float) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pyreduce", "demo"], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return {"seconds": time.perf_counter() - t0, "ok": proc.returncode == 0}
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def run(args) -> dict:
+    os.environ["SWEEP_MAX_EXP"] = str(args.sweep_max_exp)
+    names = [n for n in (args.cases or list(CASES) + ["demo"])
+             if n in CASES or n == "demo"]
+    if not _has("cupy"):
+        names = [n for n in names if not n.startswith("cupy")]
+    results = {}
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="pyreduce-cold-") as cache_dir:
+            env = _environment(args.tree, cache_dir)
+            for state in ("cold", "warm"):
+                print(f"{name} ({state}) ...", file=sys.stderr, flush=True)
+                out = (_run_demo(env, args.timeout) if name == "demo"
+                       else _run_case(name, env, args.timeout))
+                results.setdefault(name, {})[state] = out
+    meta = _meta()
+    meta["tree"] = args.tree or "this checkout"
+    return {"meta": meta, "results": results}
+
+
+def _meta() -> dict:
+    import datetime
+    import platform
+
+    meta = {"date": datetime.date.today().isoformat(), "python": platform.python_version(),
+            "host": platform.node(), "cpus": os.cpu_count()}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        meta["gpu"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        meta["gpu"] = None
+    return meta
+
+
+def report(data: dict) -> str:
+    meta = data["meta"]
+    lines = [f"Cold start, {meta.get('gpu') or 'no GPU'}, {meta['cpus']} CPUs, "
+             f"{meta['date']} ({meta['tree']})", "",
+             "| case | cold (s) | warm (s) | result |", "|---|---|---|---|"]
+    for name, runs in data["results"].items():
+        cells = []
+        for state in ("cold", "warm"):
+            r = runs.get(state, {})
+            cells.append("error" if "error" in r else f"{r.get('seconds', float('nan')):.3f}")
+        ok = all(r.get("ok", True) and "error" not in r for r in runs.values())
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {'agrees' if ok else 'WRONG'} |")
+    sweep = data["results"].get("sweep", {})
+    for state in ("cold", "warm"):
+        r = sweep.get(state)
+        if r and "steps" in r:
+            steps = ", ".join(f"{n:.0e}: {s:.3f}" for n, s in zip(r["sizes"], r["steps"]))
+            lines.append("")
+            lines.append(f"sweep ({state}): {steps}; cache {r.get('info')}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    r.add_argument("--tree", help="another checkout of pyreduce to measure")
+    r.add_argument("--cases", nargs="*", help=f"from {', '.join(list(CASES) + ['demo'])}")
+    r.add_argument("--sweep-max-exp", type=int, default=8)
+    r.add_argument("--timeout", type=float, default=300.0)
+    p = sub.add_parser("report")
+    p.add_argument("file")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        data = run(args)
+        with open(args.out, "w") as f:
+            json.dump(data, f, indent=1)
+        print(report(data))
+    else:
+        with open(args.file) as f:
+            print(report(json.load(f)))
+
+
+if __name__ == "__main__":
+    main()
