@@ -543,8 +543,10 @@ def _tuned(kwargs: dict, name: str) -> dict:
 def argmax(x, **kwargs):
     """The flat (C-order) index of the largest element, the first one if there are
     ties, like ``np.argmax``: NaN counts as the largest, so the first NaN's index
-    if there is one. An empty input raises ValueError. Keywords: ``backend``,
-    ``stream`` and the tuning keywords of ``reduce``.
+    if there is one (for complex input, NaN in either part; complex values are
+    ordered by the real part, then the imaginary one, as in NumPy). An empty input
+    raises ValueError. Keywords: ``backend``, ``stream`` and the tuning keywords of
+    ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.argmax(np.array([3, 9, 1, 9]), backend="cpu"))
@@ -563,7 +565,8 @@ def argmin(x, **kwargs):
 
 def minmax(x, **kwargs):
     """``(min, max)`` in one pass over the input; NaN propagates into both, as
-    with ``np.min`` and ``np.max``. Keywords as for ``argmax``.
+    with ``np.min`` and ``np.max`` (for complex input, the first NaN in C order).
+    Keywords as for ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> tuple(float(v) for v in pyreduce.minmax(np.array([2.0, -1.0, 5.0]), backend="cpu"))
@@ -574,9 +577,11 @@ def minmax(x, **kwargs):
 
 
 def mean(x, **kwargs):
-    """The mean, in one pass with float64 accumulators (Chan's pairwise update);
-    float32 input gives a float32 result, others float64, like ``np.mean``. An
-    empty input gives NaN. Keywords as for ``argmax``.
+    """The mean, in one pass with float64 accumulators (Chan's pairwise update),
+    of NumPy's dtype: complex input keeps its dtype, float32 gives float32, other
+    real input float64, except that float16 and bfloat16 give float32
+    (``docs/semantics.md``). An empty input gives NaN, with NumPy's
+    RuntimeWarning. Keywords as for ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.mean(np.array([1, 2, 3, 4]), backend="cpu"))
@@ -589,7 +594,10 @@ def mean(x, **kwargs):
 
 def var(x, ddof=0, **kwargs):
     """The variance (``ddof``: delta degrees of freedom, as in ``np.var``), in one
-    pass. Keywords as for ``argmax``.
+    pass: the mean of ``|x - mean|**2``, real for complex input (float32 for
+    complex64, float32 and half precision, float64 otherwise). Where ``ddof >= n``
+    it divides by 0, as NumPy does (inf, or NaN where every element is the mean),
+    with NumPy's RuntimeWarning. Keywords as for ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1, backend="cpu"))
@@ -609,8 +617,8 @@ def std(x, ddof=0, **kwargs):
 
 def nansum(x, *, dtype=None, **kwargs):
     """The sum with NaN taken as zero, like ``np.nansum`` (accumulated like
-    ``np.sum``, or in ``dtype``). Keywords: ``initial``, ``device_result``, ``out``
-    and those of ``argmax``.
+    ``np.sum``, or in ``dtype``): a complex value with NaN in either part counts as
+    zero. Keywords: ``initial``, ``device_result``, ``out`` and those of ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nansum(np.array([1.0, np.nan, 2.0]), backend="cpu"))

@@ -3,43 +3,57 @@
 Each is an ordinary :class:`~pyreduce.ops.Monoid`: an element map, an op over
 tuples, an identity and a last step on the host, written as plain Python that
 every backend compiles, so they run on every backend and every warp-shuffle
-variant like a user's own tuple op.
+variant like a user's own tuple op. A tuple's fields are real, so a complex
+input travels as its real and imaginary parts, with ops of its own.
 
 ``argmax``/``argmin``
-    ``(value, index)``; the op keeps the larger (smaller) value and, on a tie, the
-    smaller index, and treats NaN as beyond every number, so the result is
-    NumPy's: the first index of the extreme, or of the first NaN. The op is
-    commutative as well as associative: no order of combining changes it.
+    ``(value, index)``, or ``(real, imag, index)``; the op keeps the larger
+    (smaller) value, complex values ordered as NumPy orders them (real part
+    first, then imaginary), and on a tie the smaller index, and treats NaN (in
+    either part) as beyond every number, so the result is NumPy's: the first
+    index of the extreme, or of the first NaN. The op is commutative as well as
+    associative: no order of combining changes it.
 ``minmax``
-    ``(min, max)`` in one pass, NaN propagating into both like ``np.min``/``np.max``.
+    ``(min, max)`` in one pass, NaN propagating into both like ``np.min``/``np.max``;
+    ``(min.real, min.imag, max.real, max.imag)`` for complex input, where the
+    first NaN is the result, as NumPy's.
 ``mean``/``var``/``std``
-    ``(count, mean, m2)`` in float64, merged with Chan et al.'s pairwise update
-    (``m2`` is the sum of squared deviations from the mean), which needs no second
-    pass and keeps the precision a two-pass method has; results have NumPy's
-    dtypes (float32 for float32 input, float64 otherwise).
+    ``(count, mean, m2)`` in float64, or ``(count, mean.real, mean.imag, m2)``,
+    merged with Chan et al.'s pairwise update (``m2`` is the sum of squared
+    deviations from the mean, ``|x - mean|**2`` for complex: the real and
+    imaginary parts' sums added), which needs no second pass and keeps the
+    precision a two-pass method has. Results have NumPy's dtypes, except that
+    half-precision input gives float32 (:func:`mean_dtype`, :func:`var_dtype`).
 ``nansum``/``nanprod``
-    a map turning NaN into the identity before a plain sum (product), as NumPy does:
-    an op alone cannot tell an input NaN from one that ``inf - inf`` made.
+    a map turning NaN (a complex value with NaN in either part) into the identity
+    before a plain sum (product), as NumPy does: an op alone cannot tell an input
+    NaN from one that ``inf - inf`` made.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import numbers
+import warnings
 
 import numpy as np
 
-from .dtypes import check_accumulator, check_dtype, default_accumulator, tuple_dtype
+from .dtypes import (
+    check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
+)
 from .ops import Monoid, function_key, make_monoid, sum_dtype
 
 __all__ = ["argmax_monoid", "argmin_monoid", "minmax_monoid", "moments_monoid",
-           "nansum_monoid", "nanprod_monoid", "FLOAT_RESULT"]
+           "nansum_monoid", "nanprod_monoid", "mean_dtype", "var_dtype"]
 
 _INF = math.inf
 _NAN = math.nan
 
 
-# --- the device code: plain Python, compiled by each backend
+# --- the device code: plain Python, compiled by each backend. A device function
+# cannot call a plain Python helper (each backend compiles only the op and the
+# map), so the complex ops repeat the real ones' NaN and tie rules in full.
 
 def _index_map(i, v):
     return (v, i)
@@ -47,6 +61,14 @@ def _index_map(i, v):
 
 def _pair_map(i, v):
     return (v, v)
+
+
+def _complex_index_map(i, v):
+    return (v.real, v.imag, i)
+
+
+def _complex_pair_map(i, v):
+    return (v.real, v.imag, v.real, v.imag)
 
 
 def _argmax_op(a, b):
@@ -71,14 +93,50 @@ def _argmin_op(a, b):
     return b
 
 
+def _complex_argmax_op(a, b):
+    """``(real, imag, index)``: NumPy's order of complex values, real part first."""
+    a_nan = a[0] != a[0] or a[1] != a[1]
+    b_nan = b[0] != b[0] or b[1] != b[1]
+    if a_nan != b_nan:
+        return a if a_nan else b
+    if a_nan or (a[0] == b[0] and a[1] == b[1]):  # two NaNs, or a tie: the first
+        return a if a[2] <= b[2] else b
+    return a if (a[0] > b[0] or (a[0] == b[0] and a[1] > b[1])) else b
+
+
+def _complex_argmin_op(a, b):
+    a_nan = a[0] != a[0] or a[1] != a[1]
+    b_nan = b[0] != b[0] or b[1] != b[1]
+    if a_nan != b_nan:
+        return a if a_nan else b
+    if a_nan or (a[0] == b[0] and a[1] == b[1]):
+        return a if a[2] <= b[2] else b
+    return a if (a[0] < b[0] or (a[0] == b[0] and a[1] < b[1])) else b
+
+
 def _minmax_op(a, b):
     lo = a[0] if (a[0] < b[0] or a[0] != a[0]) else b[0]
     hi = a[1] if (a[1] > b[1] or a[1] != a[1]) else b[1]
     return (lo, hi)
 
 
+def _complex_minmax_op(a, b):
+    """``(min.real, min.imag, max.real, max.imag)``: a NaN in either part wins, the
+    left one first (which NaN is the result: not commutative); else NumPy's order,
+    the left one on a tie."""
+    a_lo_nan, b_lo_nan = a[0] != a[0] or a[1] != a[1], b[0] != b[0] or b[1] != b[1]
+    a_hi_nan, b_hi_nan = a[2] != a[2] or a[3] != a[3], b[2] != b[2] or b[3] != b[3]
+    keep_lo = a_lo_nan or (not b_lo_nan and (a[0] < b[0] or (a[0] == b[0] and a[1] <= b[1])))
+    keep_hi = a_hi_nan or (not b_hi_nan and (a[2] > b[2] or (a[2] == b[2] and a[3] >= b[3])))
+    lo_re, lo_im = (a[0], a[1]) if keep_lo else (b[0], b[1])
+    hi_re, hi_im = (a[2], a[3]) if keep_hi else (b[2], b[3])
+    return (lo_re, lo_im, hi_re, hi_im)
+
+
 def _moments_map(i, v):
-    return (1.0, np.float64(v), 0.0)
+    x = np.float64(v)
+    # m2 is 0, or NaN for an infinity or a NaN (whose deviation from the mean is NaN)
+    return (1.0, x, x - x)
 
 
 def _moments_op(a, b):
@@ -95,7 +153,35 @@ def _moments_op(a, b):
     return (n, a[1] + d * w, a[2] + b[2] + d * d * a[0] * w)
 
 
+def _complex_moments_map(i, v):
+    re, im = np.float64(v.real), np.float64(v.imag)
+    return (1.0, re, im, (re - re) + (im - im))
+
+
+def _complex_moments_op(a, b):
+    """Chan's merge of (count, mean.real, mean.imag, m2), ``m2`` the sum of
+    ``|x - mean|**2``: each part's mean merges as a real one does, and the squared
+    distance between the means is the parts' squares added."""
+    if a[0] == 0.0:
+        return b
+    if b[0] == 0.0:
+        return a
+    n = a[0] + b[0]
+    w = b[0] / n
+    re_finite = abs(a[1]) < _INF and abs(b[1]) < _INF
+    im_finite = abs(a[2]) < _INF and abs(b[2]) < _INF
+    # a part with an infinity or a NaN sums, as NumPy's does; the other still merges
+    d_re = b[1] - a[1] if re_finite else 0.0
+    d_im = b[2] - a[2] if im_finite else 0.0
+    re = a[1] + d_re * w if re_finite else a[1] + b[1]
+    im = a[2] + d_im * w if im_finite else a[2] + b[2]
+    if not (re_finite and im_finite):
+        return (n, re, im, _NAN)
+    return (n, re, im, a[3] + b[3] + (d_re * d_re + d_im * d_im) * a[0] * w)
+
+
 def _nan_to_zero(i, v):
+    # a complex value with NaN in either part is unequal to itself
     return v if v == v else 0.0
 
 
@@ -118,81 +204,171 @@ def _key(name, fn, fmap):
     return ("mapped", ("structured", name), function_key(fn), function_key(fmap))
 
 
-def _arg(name: str, op, dtype: np.dtype, numpy_arg) -> Monoid:
-    dt = default_accumulator(check_dtype(dtype))  # float16/bfloat16: float32 values
+def _parts(dtype: np.dtype) -> np.dtype:
+    """The real dtype of a complex dtype's parts."""
+    return np.dtype(np.float32) if dtype == np.complex64 else np.dtype(np.float64)
 
-    def host(x):
-        i = int(numpy_arg(x))
-        return (x.flat[i], i)
+
+def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg) -> Monoid:
+    dt = default_accumulator(check_dtype(dtype))  # float16/bfloat16: float32 values
+    if dt.kind == "c":
+        fields, op, fmap = [_parts(dt)] * 2 + [np.int64], complex_op, _complex_index_map
+
+        def host(x):
+            i = int(numpy_arg(x))
+            return (x.real.flat[i], x.imag.flat[i], i)
+    else:
+        fields, fmap = [dt, np.int64], _index_map
+
+        def host(x):
+            i = int(numpy_arg(x))
+            return (x.flat[i], i)
 
     return Monoid(
-        name=name, fn=op, dtype=tuple_dtype([dt, np.int64]), identity=None,
-        commutative=True, key=_key(name, op, _index_map), empty_ok=False, map=_index_map,
-        finalize=lambda acc: acc[1], host=host,
+        name=name, fn=op, dtype=tuple_dtype(fields), identity=None,
+        commutative=True, key=_key(name, op, fmap), empty_ok=False, map=fmap,
+        finalize=lambda acc: acc[-1], host=host,
     )
 
 
 @functools.lru_cache(maxsize=None)
 def argmax_monoid(dtype: np.dtype) -> Monoid:
     """The first index of the largest element (of the first NaN, if any)."""
-    return _arg("argmax", _argmax_op, dtype, np.argmax)
+    return _arg("argmax", _argmax_op, _complex_argmax_op, dtype, np.argmax)
 
 
 @functools.lru_cache(maxsize=None)
 def argmin_monoid(dtype: np.dtype) -> Monoid:
     """The first index of the smallest element (of the first NaN, if any)."""
-    return _arg("argmin", _argmin_op, dtype, np.argmin)
+    return _arg("argmin", _argmin_op, _complex_argmin_op, dtype, np.argmin)
 
 
 @functools.lru_cache(maxsize=None)
 def minmax_monoid(dtype: np.dtype) -> Monoid:
+    """``(min, max)``, NaN propagating into both."""
     dt = default_accumulator(check_dtype(dtype))
+    if dt.kind != "c":
+        return Monoid(
+            name="minmax", fn=_minmax_op, dtype=tuple_dtype([dt, dt]), identity=None,
+            commutative=True, key=_key("minmax", _minmax_op, _pair_map), empty_ok=False,
+            map=_pair_map, host=lambda x: (np.min(x), np.max(x)),
+        )
+
+    def host(x):
+        lo, hi = np.min(x), np.max(x)
+        return (lo.real, lo.imag, hi.real, hi.imag)
+
     return Monoid(
-        name="minmax", fn=_minmax_op, dtype=tuple_dtype([dt, dt]), identity=None,
-        commutative=True, key=_key("minmax", _minmax_op, _pair_map), empty_ok=False,
-        map=_pair_map, host=lambda x: (np.min(x), np.max(x)),
+        name="minmax", fn=_complex_minmax_op, dtype=tuple_dtype([_parts(dt)] * 4),
+        identity=None, commutative=False,
+        key=_key("minmax", _complex_minmax_op, _complex_pair_map), empty_ok=False,
+        map=_complex_pair_map, host=host,
+        finalize=lambda acc: (dt.type(complex(acc[0], acc[1])),
+                              dt.type(complex(acc[2], acc[3]))),
     )
 
 
-#: NumPy's result dtype of mean/var/std: float32 stays, everything else is float64
-def FLOAT_RESULT(dtype: np.dtype) -> np.dtype:  # noqa: N802 (a dtype rule, like sum_dtype)
-    return np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+def var_dtype(dtype: np.dtype) -> np.dtype:
+    """The result dtype of var and std: NumPy's (float32 for float32 and complex64,
+    float64 for the other real, integer, bool and complex inputs), and float32 for
+    float16 and bfloat16, which NumPy computes in float32 and rounds to half
+    precision (pyreduce keeps float32, as its sum and max of them do)."""
+    dt = check_dtype(dtype)
+    return np.dtype(np.float32) if default_accumulator(dt) in _SINGLE else \
+        np.dtype(np.float64)
 
 
-@functools.lru_cache(maxsize=None)
-def moments_monoid(dtype: np.dtype, statistic: str, ddof: float = 0) -> Monoid:
-    """``(count, mean, m2)`` in float64, finished as ``statistic``: mean, var or std."""
+_SINGLE = (np.dtype(np.float32), np.dtype(np.complex64))
+
+
+def mean_dtype(dtype: np.dtype) -> np.dtype:
+    """The result dtype of mean: complex input keeps its dtype, as in NumPy; real
+    input gets :func:`var_dtype`."""
+    dt = check_dtype(dtype)
+    return dt if dt.kind == "c" else var_dtype(dt)
+
+
+def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
+    """``(count, mean, m2)`` in float64 (``(count, mean.real, mean.imag, m2)`` for
+    complex input), finished as ``statistic``: mean, var or std."""
     check_dtype(dtype)
     if statistic not in ("mean", "var", "std"):
         raise ValueError(f"statistic must be mean, var or std, got {statistic!r}")
-    out = FLOAT_RESULT(dtype).type
+    if not isinstance(ddof, numbers.Real):
+        raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
+    return _moments_monoid(dtype, statistic, ddof)
 
-    def finalize(acc):
-        n, mean, m2 = (float(v) for v in acc)
-        if statistic == "mean":
-            return out(mean if n > 0 else np.nan)
-        var = m2 / (n - ddof) if n - ddof > 0 else np.nan
-        return out(var if statistic == "var" else math.sqrt(var) if var == var else var)
 
+@functools.lru_cache(maxsize=256)  # one per (dtype, statistic, ddof): ddof is the user's
+def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
+    is_complex = check_dtype(dtype).kind == "c"
     f8 = np.float64
+    if is_complex:
+        op, fmap, width = _complex_moments_op, _complex_moments_map, 4
+    else:
+        op, fmap, width = _moments_op, _moments_map, 3
+    if statistic == "mean":
+        out = mean_dtype(dtype).type
+
+        def finalize(acc):
+            return out(_mean(acc))
+    else:
+        out = var_dtype(dtype).type
+
+        def finalize(acc):
+            var = _variance(float(acc[0]), float(acc[-1]), ddof)
+            return out(var if statistic == "var" else math.sqrt(var))
 
     def host(x):
-        mean = np.mean(x, dtype=f8)
-        return (f8(x.size), mean, np.var(x, dtype=f8) * x.size)
+        parts = (x.real, x.imag) if is_complex else (x,)
+        means = tuple(np.mean(p, dtype=f8) for p in parts)
+        m2 = sum(np.var(p, dtype=f8) for p in parts) * x.size
+        return (f8(x.size),) + means + (m2,)
 
     return Monoid(
-        name=statistic, fn=_moments_op, dtype=tuple_dtype([f8, f8, f8]),
-        identity=(f8(0), f8(0), f8(0)), commutative=True,
-        key=_key("moments", _moments_op, _moments_map), map=_moments_map,
-        finalize=finalize, host=host,
+        name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
+        identity=(f8(0),) * width, commutative=True,
+        key=_key("moments", op, fmap), map=fmap, finalize=finalize, host=host,
     )
+
+
+def _mean(acc):
+    """The mean of a ``(count, mean, ...)`` summary as NumPy gives it: NaN for no
+    elements (with NumPy's warning); for complex input, a part that is infinite or
+    NaN makes the other NaN, as NumPy's division of the sum by the count does."""
+    if acc[0] == 0:
+        _warn("Mean of empty slice")
+    if len(acc) == 3:
+        return float(acc[1]) if acc[0] > 0 else _NAN
+    if acc[0] == 0:
+        return complex(_NAN, _NAN)
+    re, im = float(acc[1]), float(acc[2])
+    if not (math.isfinite(re) and math.isfinite(im)):
+        re, im = re + im * 0.0, im - re * 0.0
+    return complex(re, im)
+
+
+def _variance(n: float, m2: float, ddof) -> float:
+    """``m2 / (n - ddof)`` as ``np.var`` divides: by ``max(n - ddof, 0)``, so that no
+    degrees of freedom give inf (NaN where ``m2`` is 0), with NumPy's warning."""
+    dof = n - ddof
+    if dof > 0:
+        return m2 / dof
+    _warn("Degrees of freedom <= 0 for slice")
+    return _INF if m2 > 0 else _NAN
+
+
+def _warn(message: str) -> None:
+    from .backends import _caller_level
+
+    warnings.warn(message, RuntimeWarning, stacklevel=_caller_level())
 
 
 def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
                 numpy_fn=None) -> Monoid:
     dt = check_dtype(dtype)
     acc = check_accumulator(acc_dtype) if acc_dtype is not None else sum_dtype(dt)
-    if dt.kind != "f":  # no NaN to ignore: the plain built-in, as NumPy does
+    if element(dt).kind not in "fc":  # no NaN to ignore: the plain built-in, as NumPy does
         return make_monoid("add" if op is _add else "mul", dt, acc_dtype=acc)
     return Monoid(
         name=name, fn=op, dtype=acc, identity=acc.type(identity), commutative=True,

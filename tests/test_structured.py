@@ -4,15 +4,18 @@ and ``functools.reduce`` on every backend and on the warp-shuffle variants."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyreduce
-from pyreduce import backends
+from pyreduce import backends, structured
 
 from oracles import P, affine_data, on
 
@@ -131,6 +134,8 @@ def test_moments_of_nan_inf_and_nothing(backend):
     assert pyreduce.mean(x, **on(backend)) == np.inf and np.isnan(pyreduce.var(x, **on(backend)))
     x[40] = np.nan
     assert np.isnan(pyreduce.mean(x, **on(backend))) and np.isnan(pyreduce.std(x, **on(backend)))
+    for one in (np.inf, -np.inf, np.nan):  # one element, never merged: NumPy's NaN too
+        assert np.isnan(pyreduce.var(np.array([one]), **on(backend)))
 
 
 # --------------------------------------------------------------------------
@@ -247,3 +252,255 @@ def test_argmax_property(n, seed, variant):
             continue
         x = with_ties_and_nans(n, seed, nans=seed % 3)
         assert pyreduce.argmax(x, **on(backend, variant)) == np.argmax(x)
+
+
+# --------------------------------------------------------------------------
+# every input dtype against NumPy: complex, half precision, integers, bools
+
+
+#: the input dtypes of the property tests below
+DTYPES = ["complex64", "complex128", "float16", "bfloat16", "float32", "float64", "int8",
+          "int64", "uint16", "bool"]
+HALF = ("float16", "bfloat16")
+#: ``float32`` results are float64 ones rounded: a few units of their last place
+EPS = {np.dtype(np.float32): 4 * np.finfo(np.float32).eps,
+       np.dtype(np.complex64): 4 * np.finfo(np.float32).eps,
+       np.dtype(np.float64): 64 * np.finfo(np.float64).eps,
+       np.dtype(np.complex128): 64 * np.finfo(np.float64).eps}
+
+
+def as_dtype(name: str):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+def widened(x: np.ndarray) -> np.ndarray:
+    """``x`` in float64 (complex128): every value exactly, the oracle's input."""
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def sample(n: int, seed: int, name: str, nans: int = 0, infs: int = 0, grid=False,
+           near_one=False) -> np.ndarray:
+    """Random values of dtype ``name``: normal, or on a small grid (ties, and for
+    complex ties of the real part decided by the imaginary one), or near 1 (for
+    products); ``nans`` NaNs and ``infs`` infinities at random places, in either
+    part of a complex value."""
+    rng = np.random.default_rng(seed)
+    dt = as_dtype(name)
+    complex_ = np.dtype(dt).kind == "c"
+    if name == "bool":
+        return rng.random(n) < 0.5
+    if np.dtype(dt).kind in "iu":
+        lo = 0 if np.dtype(dt).kind == "u" else -1 if near_one else -100
+        return rng.integers(lo, 3 if near_one else 100, n).astype(dt)
+
+    def part():
+        if grid:
+            return rng.integers(-2, 3, n).astype(np.float64)
+        v = rng.standard_normal(n) * 10 + 3
+        return 1 + v / 1000 if near_one else v
+
+    x = part() + 1j * part() if complex_ else part()
+    for count, values in ((nans, [np.nan]), (infs, [np.inf, -np.inf])):
+        for i in rng.choice(n, min(count, n), replace=False):
+            v = values[rng.integers(len(values))]
+            x[i] = (complex(v, x[i].imag) if rng.random() < 0.5 else complex(x[i].real, v)) \
+                if complex_ else v
+    return x.astype(dt)
+
+
+def laid_out(x: np.ndarray, layout: str, backend: str):
+    """``(what is reduced, its values on the host)``: ``x`` as it is, reversed, as
+    a transposed 2-D view, or (GPU backends) copied to the device."""
+    if layout == "reversed":
+        v = x[::-1]
+    elif layout == "transposed" and x.size % 2 == 0:
+        v = x.reshape(2, -1).T
+    else:
+        v = x
+    if layout == "device" and backend != "cpu" and x.dtype.kind != "V":  # not bfloat16
+        from numpy_compare import to_device
+
+        return to_device(v), v
+    return v, v
+
+
+def close(got, want, tol: float, scale: float) -> bool:
+    """Equal within ``tol`` relative to ``|want| + scale``, part by part; the same
+    infinity, or NaN in the same part, counts as equal."""
+    g, w = np.complex128(got), np.complex128(want)
+    return all(a == b or (a != a and b != b) or abs(a - b) <= tol * (abs(b) + scale)
+               for a, b in ((g.real, w.real), (g.imag, w.imag)))
+
+
+def same_value(got, want) -> bool:
+    """Equal, NaN equal to NaN part by part (which NaN a complex result is shows)."""
+    g, w = np.complex128(got), np.complex128(want)
+    return np.array_equal([g.real, g.imag], [w.real, w.imag], equal_nan=True)
+
+
+def numpy_dtype(result, name: str) -> np.dtype:
+    """The result dtype pyreduce promises: NumPy's, but float32 where NumPy's is half
+    precision (docs/semantics.md)."""
+    return np.dtype(np.float32) if name in HALF else np.asarray(result).dtype
+
+
+def test_complex_moments_are_numpys(backend):
+    """The mean keeps the imaginary part, and var/std are the mean of
+    ``|x - mean|**2``, on every backend: NumPy's values and dtypes."""
+    rng = np.random.default_rng(12)
+    y = rng.standard_normal(300) * 4 + 1j * (rng.standard_normal(300) - 2)
+    for dt in (np.complex64, np.complex128):
+        for x in (np.array([1 + 2j, 3 + 4j, 5 - 1j], dtype=dt), y.astype(dt),
+                  y.astype(dt)[::-3]):
+            for stat in ("mean", "var", "std"):
+                got, want = getattr(pyreduce, stat)(x, **on(backend)), getattr(np, stat)(x)
+                assert got.dtype == want.dtype, (stat, got.dtype, want.dtype)
+                exact = getattr(np, stat)(widened(x))
+                assert close(got, exact, EPS[got.dtype], float(np.abs(x).max()) ** 2), \
+                    (stat, got, exact)
+
+
+def test_complex_mean_of_infinities_and_nan_is_numpys(backend):
+    """NumPy divides the complex sum by the count as a complex division, which
+    makes the other part NaN where one part is infinite."""
+    inf, nan = np.inf, np.nan
+    for values in ([complex(inf, 1), 1 + 1j], [complex(1, inf), 1 + 1j], [complex(inf, inf), 1j],
+                   [complex(nan, 1), 1 + 1j], [complex(inf, 1), complex(-inf, 1)],
+                   [complex(inf, 2)]):
+        x = np.array(values * 40)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = (np.mean(x), np.var(x), np.std(x))
+        got = (pyreduce.mean(x, **on(backend)), pyreduce.var(x, **on(backend)),
+               pyreduce.std(x, **on(backend)))
+        assert all(same_value(g, w) for g, w in zip(got, want)), (values, got, want)
+
+
+def test_var_without_degrees_of_freedom_is_numpys(backend):
+    """``ddof >= n``: NumPy divides by ``max(n - ddof, 0)`` (inf, or NaN for no
+    spread) and warns; so does pyreduce, pointing the warning at the caller."""
+    cases = [([1.0, 2.0], 2), ([1.0, 1.0], 2), ([1.0, 2.0], 3), ([], 0), ([3.0], 1),
+             ([1 + 1j, 2j], 2), ([1.0, 5.0, 2.0], 4.5)]
+    for values, ddof in cases:
+        x = np.array(values)
+        for stat in ("var", "std"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = getattr(np, stat)(x, ddof=ddof)
+            with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0") as caught:
+                got = getattr(pyreduce, stat)(x, ddof=ddof, **on(backend))
+            assert same_value(got, want) and got.dtype == want.dtype, (values, ddof, got, want)
+            assert caught[0].filename == __file__
+    with warnings.catch_warnings():  # degrees of freedom left: no warning
+        warnings.simplefilter("error")
+        assert pyreduce.var(np.array([1.0, 2.0]), ddof=1, **on(backend)) == 0.5
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+        assert np.isnan(pyreduce.mean(np.zeros(0, np.complex64), **on(backend)))
+    with pytest.raises(TypeError, match="ddof"):
+        pyreduce.var(np.ones(3), ddof="1", **on(backend))
+
+
+def test_nansum_and_nanprod_ignore_complex_and_bfloat16_nan(backend):
+    """A complex NaN (in either part) counts as 0 (1), as in NumPy; so does a
+    bfloat16 NaN, as a float16 one does."""
+    for dt in (np.complex64, np.complex128):
+        for x in (np.array([1 + 1j, complex(np.nan, 0), 2j], dtype=dt),
+                  np.array([1 + 1j, complex(0, np.nan), 2j, 3 - 1j] * 20, dtype=dt)):
+            for stat in ("nansum", "nanprod"):
+                got, want = getattr(pyreduce, stat)(x, **on(backend)), getattr(np, stat)(x)
+                assert got.dtype == want.dtype and close(got, want, 1e-6, abs(want)), \
+                    (stat, got, want)
+    for dt in (ml_dtypes.bfloat16, np.float16):
+        x = np.array([1.0, np.nan, 2.5, np.nan] * 20, dtype=dt)
+        for stat in ("nansum", "nanprod"):
+            got = getattr(pyreduce, stat)(x, **on(backend))
+            want = getattr(np, stat)(x.astype(np.float32))
+            assert got.dtype == np.float32 and close(got, want, 1e-6, 0), (dt, stat, got, want)
+
+
+#: the structured reductions as monoids, for the cpu backend's generated folds
+MONOIDS = {
+    "mean": lambda dt, ddof: structured.moments_monoid(dt, "mean"),
+    "var": lambda dt, ddof: structured.moments_monoid(dt, "var", ddof),
+    "std": lambda dt, ddof: structured.moments_monoid(dt, "std", ddof),
+    "nansum": lambda dt, ddof: structured.nansum_monoid(dt),
+    "nanprod": lambda dt, ddof: structured.nanprod_monoid(dt),
+    "argmax": lambda dt, ddof: structured.argmax_monoid(dt),
+    "argmin": lambda dt, ddof: structured.argmin_monoid(dt),
+    "minmax": lambda dt, ddof: structured.minmax_monoid(dt),
+}
+
+
+def runs(name: str, x, backend: str, ddof=None):
+    """``pyreduce.<name>(x)`` on ``backend``; on cpu, also the generated ``njit``
+    folds, which the NumPy fast path (``Monoid.host``) must agree with. A list of
+    ``(path, result)``."""
+    kw = {} if ddof is None else {"ddof": ddof}
+    out = [(backend, getattr(pyreduce, name)(x, **kw, **on(backend)))]
+    if backend == "cpu":
+        dt = pyreduce.dtypes.check_dtype(x.dtype)
+        folds = dataclasses.replace(MONOIDS[name](dt, ddof or 0), host=None)
+        out.append(("cpu folds", pyreduce.reduce(x, folds, backend="cpu")))
+    return out
+
+
+@given(name=st.sampled_from(DTYPES), n=st.integers(1, 200), seed=st.integers(0, 2**16),
+       layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
+       ddof=st.sampled_from([0, 1, 2, 1.5]), specials=st.sampled_from([0, 0, 1, 2]))
+def test_moments_match_numpy_on_every_dtype(backend, name, n, seed, layout, ddof, specials):
+    base = sample(n, seed, name, nans=specials // 2, infs=specials % 2)
+    x, host = laid_out(base, layout, backend)
+    exact = widened(host)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = {"mean": np.mean(exact), "var": np.var(exact, ddof=ddof),
+                "std": np.std(exact, ddof=ddof)}
+        dtypes = {stat: numpy_dtype(getattr(np, stat)(host), name)
+                  for stat in ("mean", "var", "std")}
+        for stat in ("mean", "var", "std"):
+            scale = float(np.max(np.abs(exact[np.isfinite(exact)]), initial=1.0))
+            for path, got in runs(stat, x, backend, None if stat == "mean" else ddof):
+                assert got.dtype == dtypes[stat], (path, stat, got.dtype)
+                s = scale * scale if stat == "var" else scale
+                assert close(got, want[stat], EPS[got.dtype], s), (path, stat, got, want[stat])
+
+
+@given(name=st.sampled_from(DTYPES), n=st.integers(1, 200), seed=st.integers(0, 2**16),
+       layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
+       nans=st.integers(0, 3))
+def test_nansum_and_nanprod_match_numpy_on_every_dtype(backend, name, n, seed, layout, nans):
+    for stat, near_one in (("nansum", False), ("nanprod", True)):
+        x, host = laid_out(sample(n, seed, name, nans=nans, near_one=near_one), layout,
+                           backend)
+        exact = widened(host) if host.dtype.kind in "fcV" else host
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = getattr(np, stat)(exact)
+            want_dtype = numpy_dtype(getattr(np, stat)(host), name)
+        for path, got in runs(stat, x, backend):
+            assert got.dtype == want_dtype, (path, stat, got.dtype)
+            if want_dtype.kind in "iub":
+                assert got == want, (path, stat, got, want)
+            else:  # n roundings of the accumulator's dtype, at most
+                tol = n * np.finfo(want_dtype).eps
+                scale = float(np.sum(np.abs(np.nan_to_num(exact)))) if stat == "nansum" \
+                    else abs(want)  # a complex product's part may cancel
+                assert close(got, want, tol, scale), (path, stat, got, want)
+
+
+@given(name=st.sampled_from(DTYPES), n=st.integers(1, 200), seed=st.integers(0, 2**16),
+       layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
+       grid=st.booleans(), nans=st.sampled_from([0, 0, 1, 3]), infs=st.integers(0, 2))
+def test_argmax_argmin_minmax_match_numpy_on_every_dtype(backend, name, n, seed, layout, grid,
+                                                         nans, infs):
+    x, host = laid_out(sample(n, seed, name, nans=nans, infs=infs, grid=grid), layout, backend)
+    exact = widened(host) if host.dtype.kind == "V" or name in HALF else host
+    flat = np.ravel(exact)  # NumPy would take the first NaN in memory order
+    lo, hi = np.min(flat), np.max(flat)
+    for stat, want in (("argmax", np.argmax(exact)), ("argmin", np.argmin(exact))):
+        for path, got in runs(stat, x, backend):
+            assert got == want and got.dtype == np.int64, (path, stat, got, want)
+    for path, (got_lo, got_hi) in runs("minmax", x, backend):
+        assert same_value(got_lo, lo) and same_value(got_hi, hi), (path, got_lo, got_hi, lo, hi)
+        want_dtype = np.dtype(np.float32) if name in HALF else host.dtype
+        assert got_lo.dtype == got_hi.dtype == want_dtype, (path, got_lo.dtype)
