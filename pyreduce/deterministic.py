@@ -248,9 +248,9 @@ def _map_array(monoid: Monoid):
     """A Numba loop making ``acc_t(map(i, x[i]))`` for every ``i``."""
     from numba import njit
 
-    from .backends.opcheck import njit_cast
+    from .backends.opcheck import njit_cast, njit_map
 
-    fmap, acc_t, acc = njit(monoid.map), njit_cast(monoid.dtype), monoid.dtype
+    fmap, acc_t, acc = njit_map(monoid), njit_cast(monoid.dtype), monoid.dtype
 
     @njit(nogil=True)
     def fill(x, out):

@@ -12,6 +12,9 @@ on what the op allows:
 Large inputs are split into one contiguous chunk per core, folded in parallel
 (``nogil``) and combined in chunk order.
 
+Everything is compiled with NumPy's error model
+(:func:`pyreduce.backends.opcheck.host_njit`).
+
 The built-in ops themselves go to NumPy's own reductions (``np.add.reduce`` and
 friends, with the accumulator as ``dtype``): they have the semantics decided in
 :mod:`pyreduce.ops` (NaN propagates through ``np.maximum`` and is ignored by
@@ -32,7 +35,7 @@ from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
 from .base import check_stream
-from .opcheck import check_op, compiled_step, njit_cast, njit_op
+from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["CpuBackend"]
 
@@ -153,8 +156,6 @@ class CpuBackend:
 
     def fold(self, monoid):
         """The compiled ``fold(x, lo, hi)`` for ``monoid``."""
-        from numba import njit
-
         def build():
             dt, mapped = code(monoid.dtype), monoid.map is not None
             if monoid.commutative and not is_tuple(monoid.dtype):
@@ -164,12 +165,11 @@ class CpuBackend:
                 name = f"pyreduce_cpu_streams_{dt}_s{STREAMS}"
                 source = fold_source(name, STREAMS, mapped)
             namespace = {
-                "njit": njit, "np": np, "op": njit_op(monoid),
+                "njit": host_njit, "np": np, "op": njit_op(monoid),
                 "acc_t": njit_cast(monoid.dtype),
             }
             if mapped:
-                namespace["fmap"] = KERNELS.get(("cpu", "map", monoid.key),
-                                                lambda: njit(monoid.map))
+                namespace["fmap"] = njit_map(monoid)
             compile_module(source, f"<pyreduce {name}>", namespace)
             return namespace[name]
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import compile_module, render
 from .cpu import PARALLEL_MIN, UFUNCS
-from .opcheck import njit_op
+from .opcheck import host_njit, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]
 
@@ -60,10 +60,8 @@ def left(init, out):
 def _loops(cpu, monoid) -> dict:
     """The compiled loops for ``monoid`` (``rows``, ``columns``, ``segments``,
     ``left``), around the backend's ordered ``fold``."""
-    from numba import njit
-
     def build():
-        namespace = {"njit": njit, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
+        namespace = {"njit": host_njit, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
                      "fold": cpu.fold(monoid)}
         compile_module(render(_SOURCE), f"<pyreduce cpu batch {monoid.dtype}>", namespace)
         return {name: namespace[name] for name in ("rows", "columns", "segments", "left")}
