@@ -153,8 +153,10 @@ def reduce_host(host: np.ndarray, monoid: Monoid, initial=None):
     combine = _combiner(monoid)
     flat = np.ravel(host, order="C")
     if monoid.map is not None:  # the leaves fold mapped elements
+        from .backends.cpu import loadable
+
         flat = KERNELS.get(("cpu", "map-array", monoid.cache_key), lambda: _map_array(monoid))(
-            flat)
+            loadable(flat))
     root = tree_root(flat, monoid.dtype, combine)
     if initial is not None:
         root = combine(np.asarray([initial], monoid.dtype), np.asarray([root], monoid.dtype))[0]

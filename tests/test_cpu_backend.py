@@ -1,15 +1,22 @@
-"""The cpu backend next to the simulator: division by zero inside an op or a map
-gives NumPy's results, as ``functools.reduce`` over NumPy scalars does."""
+"""The cpu backend next to the simulator: float16 and bfloat16 reach every path
+(a map sees them as float32 on every backend), and division by zero inside an
+op or a map gives NumPy's results, as ``functools.reduce`` over NumPy scalars
+does."""
 
 from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import pyreduce
-from oracles import on
+from pyreduce import backends
+from oracles import last_nonzero, on
+
+#: the backends this process has (the ``backend`` fixture takes each of them)
+BACKENDS = [b for b in ("cuda", "sim", "cpu") if b in backends.available()]
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -17,6 +24,99 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def first_largest(a, b):
     """Exact, associative, not commutative (ties keep the first) on data without NaN."""
     return a if a >= b else b
+
+
+# --------------------------------------------------------------------------
+# float16 and bfloat16
+
+
+HALF = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
+
+
+def half_data(rng, shape, dt):
+    """Random halves, a third of them zero (last_nonzero skips those)."""
+    x = rng.standard_normal(shape) * 100
+    x[rng.random(shape) < 0.3] = 0
+    return x.astype(dt)
+
+
+def fold_rows(x, op, axes, acc):
+    """``functools.reduce`` of ``op`` over ``axes`` of ``x`` (elements cast to
+    ``acc``, in C order of the reduced axes)."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    rows = x.transpose(kept + list(axes)).reshape(-1, int(np.prod([x.shape[a] for a in axes])))
+    out = [functools.reduce(op, row.astype(acc)) for row in rows]
+    return np.array(out, acc).reshape([x.shape[a] for a in kept])
+
+
+@pytest.mark.parametrize("dt", HALF, ids=str)
+def test_half_inputs_along_axes(backend, dt):
+    rng = np.random.default_rng(5)
+    f32 = np.dtype(np.float32)
+    for shape, axis in [((3, 17), 1), ((33, 2), 0), ((4, 15, 3), (0, 2)), ((2, 3, 16), 2)]:
+        x = half_data(rng, shape, dt)
+        given = x.copy()
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        for op in (last_nonzero, first_largest):
+            got = pyreduce.reduce(x, op, axis=axis, **on(backend))
+            assert got.dtype == f32
+            np.testing.assert_array_equal(got, fold_rows(x, op, axes, f32))
+        got = pyreduce.reduce(x, last_nonzero, axis=axis, dtype=np.float64, initial=0.5,
+                              **on(backend))
+        want = fold_rows(x, last_nonzero, axes, np.float64)
+        np.testing.assert_array_equal(got, np.where(want != 0, want, 0.5))
+        assert np.array_equal(x.view(np.uint16), given.view(np.uint16))
+
+
+@pytest.mark.parametrize("dt", HALF, ids=str)
+def test_half_inputs_in_segments(backend, dt):
+    rng = np.random.default_rng(6)
+    x = half_data(rng, 90, dt)
+    offsets = np.array([0, 0, 1, 17, 17, 33, 90])
+    segments = [x[lo:hi].astype(np.float32) for lo, hi in zip(offsets[:-1], offsets[1:])]
+    got = pyreduce.segmented_reduce(x, offsets, first_largest, initial=-1000.0,
+                                    **on(backend))
+    want = [functools.reduce(first_largest, s, np.float32(-1000.0)) for s in segments]
+    np.testing.assert_array_equal(got, np.array(want, np.float32))
+    got = pyreduce.segmented_reduce(x, offsets, last_nonzero, 0.0, **on(backend))
+    want = [functools.reduce(last_nonzero, s, np.float32(0)) for s in segments]
+    np.testing.assert_array_equal(got, np.array(want, np.float32))
+
+
+def square(i, v):
+    return v * v
+
+
+@pytest.mark.parametrize("dt", HALF, ids=str)
+def test_a_map_sees_half_elements_as_float32(backend, dt):
+    """Without dtype= the accumulator is what the map returns for a float32; with
+    it, the map still computes in float32 (a float16 square would round)."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(150) * 50).astype(dt)
+    squares = x.astype(np.float32) ** 2
+    got = pyreduce.reduce(x, first_largest, map=square, **on(backend))
+    assert got.dtype == np.float32 and got == squares.max()
+    got = pyreduce.reduce(x, first_largest, map=square, dtype=np.float64, **on(backend))
+    assert got.dtype == np.float64 and got == squares.max()
+    if dt == np.float16:  # the test tells the two apart
+        assert (x * x).astype(np.float32).max() != squares.max()
+    # a tuple accumulator: (square, index) of the first largest square
+    pick = lambda a, b: a if a[0] >= b[0] else b  # noqa: E731
+    value, index = pyreduce.reduce(x, pick, map=lambda i, v: (v * v, i), **on(backend))
+    assert value == squares.max() and index == np.argmax(squares)
+
+
+@pytest.mark.parametrize("dt", HALF, ids=str)
+def test_half_inputs_with_a_map_in_the_fixed_tree(dt):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(300) * 50).astype(dt)
+    op = lambda a, b: a + b  # noqa: E731
+    want = pyreduce.reference(x, op, map=square)
+    assert want.dtype == np.float32
+    assert abs(want - np.sum(x.astype(np.float64) ** 2)) <= 1e-4 * want
+    for backend in BACKENDS:
+        got = pyreduce.reduce(x, op, map=square, deterministic=True, **on(backend))
+        assert got.tobytes() == want.tobytes(), backend
 
 
 # --------------------------------------------------------------------------

@@ -12,7 +12,9 @@ on what the op allows:
 Large inputs are split into one contiguous chunk per core, folded in parallel
 (``nogil``) and combined in chunk order.
 
-Everything is compiled with NumPy's error model
+Numba's CPU target has no half precision: float16 elements are widened to
+float32 (exactly) before the folds read them, which is also what an element map
+sees on every backend. Everything is compiled with NumPy's error model
 (:func:`pyreduce.backends.opcheck.host_njit`).
 
 The built-in ops themselves go to NumPy's own reductions (``np.add.reduce`` and
@@ -37,7 +39,7 @@ from ..dtypes import as_value, code, is_tuple
 from .base import check_stream
 from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
-__all__ = ["CpuBackend"]
+__all__ = ["CpuBackend", "loadable"]
 
 STREAMS = 8
 LANES = 16
@@ -132,6 +134,12 @@ UFUNCS = {
 }
 
 
+def loadable(x: np.ndarray) -> np.ndarray:
+    """``x`` as the generated folds read it: float16, which Numba's CPU target
+    lacks, widened to float32 (every float16 is a float32)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
 class CpuBackend:
     name = "cpu"
 
@@ -208,9 +216,7 @@ class CpuBackend:
                     result = ufunc(monoid.dtype.type(initial), result, dtype=monoid.dtype)
             return monoid.dtype.type(result)
         # njit folds read any stride; only N-D needs flattening (a view when it can)
-        x = host if host.ndim == 1 else np.ravel(host, order="C")
-        if x.dtype == np.float16:  # Numba's CPU target has no half precision
-            x = x.astype(np.float32)
+        x = loadable(host if host.ndim == 1 else np.ravel(host, order="C"))
         check_op(monoid)
         fold = self.fold(monoid)
         n = x.size
