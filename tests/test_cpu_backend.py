@@ -1,11 +1,13 @@
-"""The cpu backend next to the simulator: float16 and bfloat16 reach every path
-(a map sees them as float32 on every backend), and division by zero inside an
-op or a map gives NumPy's results, as ``functools.reduce`` over NumPy scalars
-does."""
+"""The cpu backend next to the simulator: a forked child process reduces like its
+parent, float16 and bfloat16 reach every path (a map sees them as float32 on
+every backend), and division by zero inside an op or a map gives NumPy's
+results, as ``functools.reduce`` over NumPy scalars does."""
 
 from __future__ import annotations
 
 import functools
+import multiprocessing
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -13,10 +15,14 @@ import pytest
 
 import pyreduce
 from pyreduce import backends
-from oracles import last_nonzero, on
+from pyreduce.backends import cpu as cpu_module
+from pyreduce.cache import KERNELS
+from oracles import affine, affine_data, last_nonzero, on
 
 #: the backends this process has (the ``backend`` fixture takes each of them)
 BACKENDS = [b for b in ("cuda", "sim", "cpu") if b in backends.available()]
+#: a child that has not finished by then hangs
+CHILD_TIMEOUT = 60
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -24,6 +30,88 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def first_largest(a, b):
     """Exact, associative, not commutative (ties keep the first) on data without NaN."""
     return a if a >= b else b
+
+
+# --------------------------------------------------------------------------
+# fork()
+
+
+def _in_child(conn, fn):
+    try:
+        conn.send(("ok", fn()))
+    except BaseException as exc:  # noqa: BLE001 - whatever it was goes to the parent
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def run_forked(fn):
+    """``fn()`` in a child process made by ``fork()``; a child that is not done
+    within CHILD_TIMEOUT seconds hangs, and is killed."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_in_child, args=(send, fn), daemon=True)
+    child.start()
+    send.close()
+    finished = receive.poll(CHILD_TIMEOUT)
+    if not finished:
+        child.kill()
+        child.join()
+        pytest.fail(f"the forked child did not finish within {CHILD_TIMEOUT} s: it hangs")
+    status, value = receive.recv()
+    child.join(CHILD_TIMEOUT)
+    assert status == "ok", value
+    assert child.exitcode == 0
+    return value
+
+
+@pytest.fixture
+def threaded_cpu(monkeypatch):
+    """The cpu backend splitting 4096 elements or more over two threads, on any
+    number of cores (the pool is used as it is for 2**21 elements)."""
+    be = backends.get("cpu")
+    monkeypatch.setattr(be, "threads", 2)
+    monkeypatch.setattr(cpu_module, "PARALLEL_MIN", 2048)
+    return be
+
+
+def _pool_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("pyreduce-cpu")]
+
+
+def test_forked_child_reduces_after_the_parent_used_the_pool(threaded_cpu):
+    x = affine_data(5000, seed=3)
+    want = functools.reduce(affine, x)
+    assert pyreduce.reduce(x, affine, backend="cpu") == want
+    assert _pool_threads()  # the parent's pool runs: the child has none of its threads
+    assert run_forked(lambda: int(pyreduce.reduce(x, affine, backend="cpu"))) == want
+    # and with a lock held by the forking thread, which the child cannot release
+    with threaded_cpu._pool_lock:
+        got = run_forked(lambda: int(pyreduce.reduce(x[::-1], affine, backend="cpu")))
+    assert got == functools.reduce(affine, x[::-1])
+    assert pyreduce.reduce(x, affine, backend="cpu") == want  # the parent's pool still works
+
+
+def test_forked_child_builds_what_another_thread_was_building():
+    """A kernel cache entry being built by another thread at the fork: the child,
+    which does not have that thread, builds it itself."""
+    key = ("test_cpu_backend", "being built at the fork")
+    started, release = threading.Event(), threading.Event()
+
+    def slow_build():
+        started.set()
+        release.wait(CHILD_TIMEOUT)
+        return "parent"
+
+    builder = threading.Thread(target=KERNELS.get, args=(key, slow_build))
+    builder.start()
+    try:
+        assert started.wait(CHILD_TIMEOUT)
+        assert run_forked(lambda: KERNELS.get(key, lambda: "child")) == "child"
+    finally:
+        release.set()
+        builder.join()
+    assert KERNELS.get(key, lambda: "again") == "parent"
 
 
 # --------------------------------------------------------------------------

@@ -10,7 +10,8 @@ on what the op allows:
   compiler turns into SIMD, like NumPy's own loops.
 
 Large inputs are split into one contiguous chunk per core, folded in parallel
-(``nogil``) and combined in chunk order.
+(``nogil``) by a thread pool and combined in chunk order. A child process made by
+``fork()`` has none of the pool's threads: it starts a pool of its own.
 
 Numba's CPU target has no half precision: float16 elements are widened to
 float32 (exactly) before the folds read them, which is also what an element map
@@ -30,6 +31,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -140,13 +142,32 @@ def loadable(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
+#: Every CpuBackend, for the fork handler.
+_BACKENDS = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for backend in list(_BACKENDS):
+        backend._forget_pool()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class CpuBackend:
     name = "cpu"
 
     def __init__(self):
+        self._forget_pool()
+        self.threads = max(1, min(os.cpu_count() or 1, 32))
+        _BACKENDS.add(self)
+
+    def _forget_pool(self):
+        """Start without a pool: a new backend, or one in a child of ``fork()``,
+        where the parent's pool threads do not exist (work sent to them would wait
+        forever) and a lock another thread held at the fork stays held."""
         self._pool = None
         self._pool_lock = threading.Lock()
-        self.threads = max(1, min(os.cpu_count() or 1, 32))
 
     def launch_stream(self, stream, info):
         """Nothing to launch on a device: streams do not apply (but a bad one is
