@@ -8,6 +8,7 @@ built once even when several threads ask for it at the same moment.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from typing import Callable, Hashable
 
@@ -53,6 +54,13 @@ class KernelCache:
         with self._lock:
             return CacheInfo(self._hits, self._builds, len(self._entries))
 
+    def renew_locks(self) -> None:
+        """New locks, for a child of ``fork()``: a lock another thread held
+        during the fork (a kernel being built) would never be released there.
+        The entries stay: each was stored whole."""
+        self._lock = threading.Lock()
+        self._key_locks = {}
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -62,3 +70,4 @@ class KernelCache:
 
 #: Kernels of every backend, and the compiled operators they call.
 KERNELS = KernelCache()
+os.register_at_fork(after_in_child=KERNELS.renew_locks)

@@ -153,8 +153,10 @@ def reduce_host(host: np.ndarray, monoid: Monoid, initial=None):
     combine = _combiner(monoid)
     flat = np.ravel(host, order="C")
     if monoid.map is not None:  # the leaves fold mapped elements
+        from .backends.cpu import loadable
+
         flat = KERNELS.get(("cpu", "map-array", monoid.cache_key), lambda: _map_array(monoid))(
-            flat)
+            loadable(flat))
     root = tree_root(flat, monoid.dtype, combine)
     if initial is not None:
         root = combine(np.asarray([initial], monoid.dtype), np.asarray([root], monoid.dtype))[0]
@@ -248,9 +250,9 @@ def _map_array(monoid: Monoid):
     """A Numba loop making ``acc_t(map(i, x[i]))`` for every ``i``."""
     from numba import njit
 
-    from .backends.opcheck import njit_cast
+    from .backends.opcheck import njit_cast, njit_map
 
-    fmap, acc_t, acc = njit(monoid.map), njit_cast(monoid.dtype), monoid.dtype
+    fmap, acc_t, acc = njit_map(monoid), njit_cast(monoid.dtype), monoid.dtype
 
     @njit(nogil=True)
     def fill(x, out):

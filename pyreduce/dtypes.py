@@ -93,8 +93,9 @@ def is_bfloat16(dtype: np.dtype) -> bool:
 
 
 def element(dtype: np.dtype) -> np.dtype:
-    """The dtype an op or map sees an element of ``dtype`` as: bfloat16 as float32."""
-    return np.dtype(np.float32) if dtype == BFLOAT16 else dtype
+    """The dtype a map sees an element of ``dtype`` as: bfloat16 and float16 as
+    float32, on every backend (Numba's CPU target has no half precision)."""
+    return _WIDENED.get(dtype, dtype)
 
 
 def storage(dtype: np.dtype) -> np.dtype:

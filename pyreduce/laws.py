@@ -5,9 +5,10 @@ and an identity, if one is given, must be one on **both sides**. Commutativity i
 not needed (no kernel reorders a user op) but is worth knowing. This module
 evaluates those laws for one operator and dtype on given values, through the
 step the kernels compute, ``acc_t(op(a, b))`` compiled by Numba, and words a
-counterexample plainly. Floats are compared within a tolerance, since float
-``+`` is associative only up to rounding; integers exactly, wrapping in the
-accumulator like the kernels.
+counterexample plainly. Floats and complex values are compared within a
+tolerance, since float ``+`` is associative only up to rounding; integers
+exactly, wrapping in the accumulator like the kernels. A tuple accumulator's
+values are tuples, compared field by field.
 
 It needs only NumPy and Numba: ``reduce(..., check=True)`` uses it with a fixed
 sample of values (``quick_check``), ``pyreduce.testing`` with values that
@@ -16,6 +17,7 @@ hypothesis searches for and shrinks.
 
 from __future__ import annotations
 
+import cmath
 import dataclasses
 import itertools
 import math
@@ -25,6 +27,7 @@ import numpy as np
 
 from .backends.opcheck import compiled_step
 from .cache import KERNELS
+from .dtypes import as_value, fields, is_tuple
 
 __all__ = [
     "Law", "LAWS", "Counterexample", "LawReport", "Tolerance", "host_step",
@@ -67,19 +70,23 @@ def laws_for(identity) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
-    """How close two results of a float op must be: ``|x - y| <= atol + rtol *
-    scale``, where ``scale`` is the largest magnitude among the values involved.
-    Integers and bools are compared exactly. NaN equals NaN, infinities only
-    themselves."""
+    """How close two results of a float or complex op must be: ``|x - y| <= atol
+    + rtol * scale``, where ``scale`` is the largest magnitude among the values
+    involved. Integers and bools are compared exactly, tuples field by field. NaN
+    equals NaN, infinities only themselves. A complex value with a NaN part is
+    NaN, as ``np.isnan`` says, and so is a tuple with a NaN field: an op that
+    multiplies one field by another spreads a NaN to other fields in one grouping
+    and not in the other (``0 * nan``), as complex ``*`` does."""
 
     rtol: float = 0.0
     atol: float = 0.0
 
     @classmethod
     def for_dtype(cls, dtype, rtol=None, atol=None) -> "Tolerance":
-        """The default for ``dtype``: for floats a few units of rounding relative
-        to the largest value (what float ``+`` and ``*`` need on three operands),
-        and the smallest normal number absolutely; nothing for the others."""
+        """The default for ``dtype``: for floats and complex values a few units of
+        rounding (of the least precise float field of a tuple) relative to the
+        largest value (what float ``+`` and ``*`` need on three operands), and the
+        smallest normal number absolutely; nothing for the others."""
         dt = np.dtype(dtype)
         for name, value in (("rtol", rtol), ("atol", atol)):
             if value is None:
@@ -89,20 +96,28 @@ class Tolerance:
                 raise TypeError(f"{name} must be a number, got {value!r}")
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-        if dt.kind != "f":
+        # complex: np.finfo gives its parts' float type
+        infos = [np.finfo(d) for d in fields(dt) if d.kind in "fc"]
+        if not infos:
             return cls(0.0, 0.0)
-        info = np.finfo(dt)
         return cls(
-            float(16 * info.eps) if rtol is None else float(rtol),
-            float(info.tiny) if atol is None else float(atol),
+            max(float(16 * i.eps) for i in infos) if rtol is None else float(rtol),
+            max(float(i.tiny) for i in infos) if atol is None else float(atol),
         )
 
     def close(self, x, y, scale: float = 0.0) -> bool:
-        if not isinstance(x, (np.floating, float)):
+        if _isnan(x) or _isnan(y):
+            return _isnan(x) and _isnan(y)
+        if isinstance(x, tuple):
+            return (isinstance(y, tuple) and len(x) == len(y)
+                    and all(self.close(a, b, scale) for a, b in zip(x, y)))
+        if not _inexact(x):
             return x == y
-        x, y = float(x), float(y)
-        if math.isnan(x) or math.isnan(y):
-            return math.isnan(x) and math.isnan(y)
+        x, y = complex(x), complex(y)  # a float is a complex value without imaginary part
+        return (self._close_part(x.real, y.real, scale)
+                and self._close_part(x.imag, y.imag, scale))
+
+    def _close_part(self, x: float, y: float, scale: float) -> bool:
         if x == y:
             return True
         if math.isinf(x) or math.isinf(y):
@@ -110,19 +125,46 @@ class Tolerance:
         return abs(x - y) <= self.atol + self.rtol * scale
 
 
+def _inexact(v) -> bool:
+    return isinstance(v, (np.inexact, float, complex))
+
+
+def _isnan(v) -> bool:
+    """NaN, a complex value with a NaN part, or a tuple with a NaN field."""
+    if isinstance(v, tuple):
+        return any(map(_isnan, v))
+    return _inexact(v) and cmath.isnan(complex(v))
+
+
 def magnitude(values) -> float:
-    """The largest finite magnitude among ``values`` (0 for integers)."""
-    finite = [abs(float(v)) for v in values
-              if isinstance(v, (np.floating, float)) and math.isfinite(v)]
-    return max(finite, default=0.0)
+    """The largest finite magnitude among ``values`` and their fields (0 for
+    integers)."""
+    found = [magnitude(v) if isinstance(v, tuple) else abs(complex(v)) for v in values
+             if isinstance(v, tuple) or (_inexact(v) and cmath.isfinite(complex(v)))]
+    return max(found, default=0.0)
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """``float64``, or ``(float64, int64)`` for a tuple accumulator."""
+    if is_tuple(dtype):
+        return "(" + ", ".join(d.name for d in fields(dtype)) + ")"
+    return dtype.name
+
+
+def show(value) -> str:
+    """``value`` as a counterexample names it: ``(1.0, 2)`` for a tuple."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(str(v) for v in value) + ")"
+    return str(value)
 
 
 def host_step(monoid) -> Callable:
-    """``op`` as the kernels apply it, for two scalars of ``monoid.dtype``: the op
-    compiled by Numba (a TypeError if it cannot be) and its result cast to the
-    accumulator dtype, so integers wrap as on every backend."""
-    compiled, acc_t = compiled_step(monoid), monoid.dtype.type
-    return lambda a, b: acc_t(compiled(a, b))
+    """``op`` as the kernels apply it, for two values of ``monoid.dtype`` (for a
+    tuple accumulator, tuples of its fields' scalars): the op compiled by Numba
+    (a TypeError if it cannot be) and its result cast to the accumulator dtype,
+    so integers wrap as on every backend."""
+    compiled, dtype = compiled_step(monoid), monoid.dtype
+    return lambda a, b: as_value(compiled(a, b), dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,11 +179,11 @@ class Counterexample:
     error: str | None = None
 
     def __str__(self) -> str:
-        given = ", ".join(f"{name}={self.values[name]}" for name in self.law.names)
+        given = ", ".join(f"{name}={show(self.values[name])}" for name in self.law.names)
         if self.error is not None:
             return f"{self.law.statement} for {given} (evaluating it raised {self.error})"
         return (f"{self.law.statement} for {given} "
-                f"(the left side is {self.left}, the right side {self.right})")
+                f"(the left side is {show(self.left)}, the right side {show(self.right)})")
 
 
 def counterexample(law: Law, step: Callable, values: dict,
@@ -200,9 +242,9 @@ class LawReport:
         return self.holds("commutativity")
 
     def __str__(self) -> str:
-        head = f"op {self.op!r} on {self.dtype}"
+        head = f"op {self.op!r} on {dtype_name(self.dtype)}"
         if self.identity is not None:
-            head += f" with identity {self.identity}"
+            head += f" with identity {show(self.identity)}"
         verdict = "fit for a parallel reduction" if self.ok else "unfit for a parallel reduction"
         lines = [f"{head}: {verdict}"]
         found = {c.law.name: c for c in self.counterexamples}
@@ -218,20 +260,32 @@ class LawReport:
 
 # --- the quick check behind reduce(..., check=True)
 
-def sample(dtype: np.dtype, seed: int = 0) -> list:
+def sample(dtype: np.dtype, seed: int = 0, infinities: bool = True) -> list:
     """A dozen values of ``dtype``, simplest first (so that the first counterexample
-    found is a simple one): small numbers, the extremes, NaN and infinities for
-    floats, then a few random ones from a fixed seed. Floats stay within 1e6 in
-    magnitude, where float ``+`` and ``*`` are associative within the default
-    tolerance."""
+    found is a simple one): small numbers, the extremes, NaN and (with
+    ``infinities``) infinities for floats, then a few random ones from a fixed
+    seed. Floats stay within 1e6 in magnitude, where float ``+`` and ``*`` are
+    associative within the default tolerance.
+
+    Complex values and a tuple's fields (:func:`tuple_sample`) have no infinite
+    parts: where an op multiplies one part by another, ``0 * inf`` makes a NaN
+    in one grouping only, so IEEE arithmetic does not associate there even for
+    ``*`` itself (``(inf * 1) * (2+3j)`` is ``nan+nanj``, ``inf * (1 *
+    (2+3j))`` is ``inf+infj``)."""
     dt = np.dtype(dtype)
     rng = np.random.default_rng(seed)
+    if is_tuple(dt):
+        return tuple_sample(dt, seed)
     if dt.kind == "b":
         return [np.False_, np.True_]
     if dt.kind == "f":
-        fixed = [0.0, 1.0, -1.0, 0.5, 3.0, -0.0, np.nan, np.inf, -np.inf]
+        fixed = [0.0, 1.0, -1.0, 0.5, 3.0, -0.0, np.nan, *([np.inf, -np.inf] * infinities)]
         drawn = rng.standard_normal(4) * 10.0 ** rng.integers(-3, 6, 4)
         return [dt.type(v) for v in [*fixed, *drawn]]
+    if dt.kind == "c":
+        fixed = [0, 1, -1, 1j, -1j, 0.5 - 2j, 3 + 1j, complex(np.nan, 0), complex(0, np.nan)]
+        parts = rng.standard_normal((2, 4)) * 10.0 ** rng.integers(-3, 6, 4)
+        return [dt.type(v) for v in [*fixed, *(parts[0] + 1j * parts[1])]]
     info = np.iinfo(dt)
     fixed = [0, 1, 2, 3, info.max, info.min, info.max - 1]
     if dt.kind == "i":
@@ -239,6 +293,18 @@ def sample(dtype: np.dtype, seed: int = 0) -> list:
     small = rng.integers(max(info.min, -100), min(info.max, 100), 2, endpoint=True, dtype=dt)
     drawn = rng.integers(info.min, info.max, 3, endpoint=True, dtype=dt)
     return [dt.type(v) for v in [*fixed, *small, *drawn]]
+
+
+def tuple_sample(dtype: np.dtype, seed: int = 0) -> list:
+    """Tuples of a tuple dtype's fields' samples (without infinities), simplest
+    first: the first three values in every field (``(0, 0)``, ``(1, 1)``, ...),
+    then every value, field ``k`` of tuple ``j`` holding value ``j + k`` of its
+    sample, so that fields differ. Some twenty tuples: every combination of
+    three is tried for associativity."""
+    columns = [sample(d, seed + k, infinities=False) for k, d in enumerate(fields(dtype))]
+    same = [tuple(c[j % len(c)] for c in columns) for j in range(3)]
+    n = max(len(c) for c in columns)
+    return same + [tuple(c[(j + k) % len(c)] for k, c in enumerate(columns)) for j in range(n)]
 
 
 def sample_counterexample(law: Law, step: Callable, identity, dtype,
@@ -270,12 +336,20 @@ def quick_check(monoid) -> None:
             if found is not None:
                 raise ValueError(
                     f"op {monoid.name!r} fails the {law.name} law for "
-                    f"{monoid.dtype}: {found}; {law.why}"
+                    f"{dtype_name(monoid.dtype)}: {found}; {law.why}"
                 )
         return True
 
-    identity = None if monoid.identity is None else np.asarray(monoid.identity).tobytes()
-    KERNELS.get(("laws", monoid.cache_key, identity), build)
+    KERNELS.get(("laws", monoid.cache_key, _bits(monoid.identity)), build)
+
+
+def _bits(value):
+    """A key for an accumulator value (or None) by its bits: -0.0 is not 0.0."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(_bits(v) for v in value)
+    return np.asarray(value).tobytes()
 
 
 def check_if_requested(monoid, check) -> None:

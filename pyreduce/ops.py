@@ -508,8 +508,9 @@ def _mapped(op, dt: np.dtype, identity, acc_dtype, map) -> Monoid:
 
 
 def map_dtype(fmap, in_dtype: np.dtype) -> np.dtype:
-    """The accumulator dtype ``fmap(i, v)`` returns for elements of ``in_dtype``, as
-    Numba types it (a tuple of values: a tuple dtype)."""
+    """The accumulator dtype ``fmap(i, v)`` returns for elements ``v`` of
+    ``in_dtype``, as Numba types it (a tuple of values: a tuple dtype).
+    ``in_dtype`` is what the map sees (:func:`pyreduce.dtypes.element`)."""
     from numba import njit, typeof
     from numba.core import types as nt
     from numba.core.errors import NumbaError
@@ -519,7 +520,7 @@ def map_dtype(fmap, in_dtype: np.dtype) -> np.dtype:
         compiled = njit(fmap)
         compiled.compile((nt.int64, typeof(in_dtype.type(0))))
         ret = compiled.nopython_signatures[0].return_type
-    except NumbaError as exc:
+    except (NumbaError, NotImplementedError) as exc:  # NotImplementedError: a dtype Numba lacks
         raise TypeError(f"map {fmap.__name__!r} could not be compiled by Numba for "
                         f"{in_dtype}: {str(exc).strip().splitlines()[0]}") from exc
     try:

@@ -250,7 +250,8 @@ def check_laws(op, dtype, identity=None, *, elements=None, rtol=None, atol=None,
     For each law (associativity; with ``identity``, that it is an identity on the
     left and on the right; commutativity, which is reported but not required)
     hypothesis tries up to ``max_examples`` values from ``elements`` (default
-    ``values`` of ``dtype``: floats within 1e6, with NaN and infinities) and
+    ``values`` of ``dtype``: floats within 1e6, with NaN and infinities; complex
+    values without infinite parts, see ``pyreduce.laws.sample``) and
     shrinks what breaks it to a minimal counterexample. Without ``elements``,
     every combination of a fixed sample (zero, one, the extremes, NaN and
     infinities) is tried first. ``op`` is applied as the kernels apply it:
@@ -317,8 +318,8 @@ def _law_values(monoid, dtype, elements):
     """Values of the accumulator dtype: ``elements`` (values of ``dtype``) cast as
     the kernels load them, or ``values`` of the accumulator dtype."""
     dt, acc = np.dtype(dtype), monoid.dtype
-    if elements is None:
-        return values(acc)
+    if elements is None:  # complex: no infinite parts, as in laws.sample (which says why)
+        return values(acc, allow_infinity=acc.kind != "c")
     return elements.map(lambda v: np.asarray(cast_value(v, dt, "element")).astype(acc)[()])
 
 

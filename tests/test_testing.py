@@ -5,6 +5,7 @@ backend and variant, the values and both results."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 import pyreduce
 from pyreduce import laws
 from pyreduce import testing as pt
-from oracles import P, affine, affine_data, first_nonzero, last_nonzero
+from oracles import P, affine, affine_data, first_nonzero, last_nonzero, on
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,6 +39,16 @@ def user_max(a, b):
     return a if a > b else b
 
 
+def user_mul(a, b):
+    return a * b
+
+
+def refuses_zero(a, b):
+    if b == 0:
+        raise ValueError("b is 0")
+    return a * b
+
+
 # --------------------------------------------------------------------------
 # Laws: what holds
 
@@ -53,6 +64,8 @@ LAWFUL = [
     (last_nonzero, np.int64, 0, None, False),
     (first_nonzero, np.float64, 0.0, None, False),
     (affine, np.int64, AFFINE_IDENTITY, AFFINE_MAPS, False),
+    (user_add, np.complex64, 0, None, True),  # complex within the default tolerance
+    (user_mul, np.complex128, 1, None, True),
 ]
 
 
@@ -102,15 +115,24 @@ UNLAWFUL = [
     (lambda a, b: b, np.uint8, 7, "right identity",
      "op(a, e) != a for a=0, e=7 (the left side is 7, the right side 0)"),
     # an op that raises is a counterexample too
-    (lambda a, b: a // b, np.int64, None, "associativity",
+    (refuses_zero, np.int64, None, "associativity",
      "op(op(a, b), c) != op(a, op(b, c)) for a=0, b=0, c=0 "
-     "(evaluating it raised ZeroDivisionError: integer division by zero)"),
+     "(evaluating it raised ValueError: b is 0)"),
+    (lambda a, b: a - b, np.complex64, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=0j, b=0j, c=(1+0j) "
+     "(the left side is (-1+0j), the right side (1+0j))"),
+    (lambda a, b: a * np.conj(b), np.complex128, None, "associativity",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=(1+0j), b=(1+0j), c=1j "
+     "(the left side is -1j, the right side 1j)"),
+    (user_mul, np.complex128, 1j, "left identity",
+     "op(e, a) != a for e=1j, a=(1+0j) (the left side is 1j, the right side (1+0j))"),
 ]
 
 
 @pytest.mark.parametrize("op,dt,identity,law,text", UNLAWFUL,
                          ids=["sub", "mean", "int_mean", "user_max", "wrong_identity",
-                              "first", "last", "raises"])
+                              "first", "last", "raises", "complex_sub", "complex_conj",
+                              "complex_identity"])
 def test_laws_fail_in_plain_words(op, dt, identity, law, text):
     report = pt.check_laws(op, dt, identity, max_examples=50, seed=2)
     assert not report.ok and not report.holds(law)
@@ -400,6 +422,72 @@ def test_check_true_runs_once_per_op_dtype_and_identity(monkeypatch):
     assert calls == ["associativity", "associativity", "left identity", "right identity"]
     pyreduce.reduce(x.astype(np.int64), op, initial=7, check=True, backend="cpu")
     assert len(calls) == 5  # another dtype
+
+
+def compose(f, g):
+    """x -> f0*x + f1, then x -> g0*x + g1: affine maps as (a, b) pairs."""
+    return (f[0] * g[0], f[1] * g[0] + g[1])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_check_true_takes_tuple_accumulators(backend, dt):
+    """Tuple ops that hold pass the quick check and reduce as functools.reduce does."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.5, 1.5, 70).astype(dt)
+    as_map = lambda i, v: (v, 1.0)  # noqa: E731 - element v: the map x -> v*x + 1
+    got = pyreduce.reduce(x, compose, (1.0, 0.0), map=as_map, check=True, **on(backend))
+    want = functools.reduce(compose, [as_map(i, np.float64(v)) for i, v in enumerate(x)])
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dt == np.float32 else 1e-12)
+    assert pyreduce.reduce(x[:0], compose, (1.0, 0.0), map=as_map, check=True,
+                           **on(backend)) == (1.0, 0.0)
+    count_sum = lambda a, b: (a[0] + b[0], a[1] + b[1])  # noqa: E731 - (int64, float)
+    n, total = pyreduce.reduce(x, count_sum, map=lambda i, v: (1, v), check=True,
+                               **on(backend))
+    assert n == x.size and np.isclose(total, x.sum(dtype=np.float64), rtol=1e-5)
+
+
+UNLAWFUL_TUPLES = [
+    # (op, map, identity, law and dtype, counterexample)
+    (lambda f, g: (f[0] * g[0], f[1] * g[0] - g[1]), lambda i, v: (v, 1.0), None,
+     "associativity law for (float64, float64)",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=(0.0, 0.0), b=(0.0, 0.0), c=(1.0, 1.0) "
+     "(the left side is (0.0, -1.0), the right side (0.0, 1.0))"),
+    (lambda f, g: (f[0] or g[0], f[1] - g[1]), lambda i, v: (v > 2, i), None,
+     "associativity law for (bool, int64)",
+     "op(op(a, b), c) != op(a, op(b, c)) for a=(False, 0), b=(False, 0), c=(True, 1) "
+     "(the left side is (True, -1), the right side (True, 1))"),
+    (compose, lambda i, v: (v, 1.0), (0.0, 0.0), "left identity law for (float64, float64)",
+     "op(e, a) != a for e=(0.0, 0.0), a=(1.0, 1.0) "
+     "(the left side is (0.0, 1.0), the right side (1.0, 1.0))"),
+]
+
+
+@pytest.mark.parametrize("op,fmap,identity,law,text", UNLAWFUL_TUPLES,
+                         ids=["affine_sub", "bool_int_sub", "wrong_identity"])
+def test_check_true_refuses_unlawful_tuple_ops(op, fmap, identity, law, text):
+    with pytest.raises(ValueError) as info:
+        pyreduce.reduce(np.arange(1.0, 6.0), op, identity, map=fmap, backend="cpu",
+                        check=True)
+    assert f"fails the {law}: {text}; " in str(info.value)
+
+
+def test_tolerance_of_complex_and_tuple_values():
+    """Complex values: NaN if either part is (np.isnan's rule), otherwise part by
+    part, an infinite part equal only to itself; tuples field by field."""
+    tol = laws.Tolerance.for_dtype(np.complex64)
+    assert tol == laws.Tolerance.for_dtype(np.float32) and tol.rtol > 0
+    c = np.complex64
+    assert tol.close(c(complex(np.nan, 1)), c(complex(2, np.nan)))
+    assert not tol.close(c(complex(np.nan, 1)), c(2))
+    assert tol.close(c(complex(1e6, np.inf)), c(complex(1e6 + 0.0625, np.inf)), 1e6)
+    assert not tol.close(c(complex(1, np.inf)), c(complex(1, -np.inf)), 1e6)
+    assert not tol.close(c(1 + 1j), c(1 + 1.5j), 1.0)
+    pair = laws.Tolerance.for_dtype(np.dtype([("f0", "f8"), ("f1", "i8")]))
+    assert pair.rtol == laws.Tolerance.for_dtype(np.float64).rtol
+    assert pair.close((np.float64(1.0), np.int64(2)), (np.float64(1.0 + 1e-15), np.int64(2)), 1)
+    assert not pair.close((np.float64(1.0), np.int64(2)), (np.float64(1.0), np.int64(3)), 1)
+    assert pair.close((np.float64(np.nan), np.int64(2)), (np.float64(1.0), np.float64(np.nan)))
+    assert not pair.close((np.float64(np.nan), np.int64(2)), (np.float64(1.0), np.int64(2)))
 
 
 def test_check_must_be_a_bool():

@@ -18,6 +18,8 @@ import functools
 import threading
 import warnings
 
+from ..forks import renew_in_child
+
 __all__ = ["get", "available", "BACKENDS", "BackendNotice"]
 
 BACKENDS = ("auto", "cuda", "hip", "sim", "cpu")
@@ -27,7 +29,7 @@ class BackendNotice(UserWarning):
     """Issued once when ``auto`` falls back to the CPU."""
 
 
-_lock = threading.Lock()
+_lock = renew_in_child(threading.Lock())
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,7 +61,7 @@ def _hip_present() -> bool:
 
 
 _instances: dict = {}
-_create_lock = threading.Lock()
+_create_lock = renew_in_child(threading.Lock())
 
 
 def _instance(name: str):

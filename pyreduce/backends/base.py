@@ -23,6 +23,7 @@ from ..codegen import Kernel, compile_module
 from ..driver import Executable, resolve
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple
 from ..flatten import gather_source
+from ..forks import renew_in_child
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from ..variants import generate
@@ -30,7 +31,7 @@ from .opcheck import check_op
 
 __all__ = ["GeneratedBackend", "carrier", "check_out"]
 
-_build_lock = threading.Lock()
+_build_lock = renew_in_child(threading.Lock())
 _NO_CONTEXT = contextlib.nullcontext()
 
 
@@ -147,6 +148,8 @@ class GeneratedBackend:
             names["fmap"] = fmap
         if is_bfloat16(spec.in_dtype):
             names["bf16_t"] = self.bfloat16_loader()
+        elif spec.mapped and spec.in_dtype == np.float16:
+            names["f32_t"] = np.float32  # its elements as the map sees them
         width = 2
         while width <= spec.vector:  # a factory may load a run narrower than the spec's
             names[f"vload{width}"] = self.vector_load(width)

@@ -10,7 +10,13 @@ on what the op allows:
   compiler turns into SIMD, like NumPy's own loops.
 
 Large inputs are split into one contiguous chunk per core, folded in parallel
-(``nogil``) and combined in chunk order.
+(``nogil``) by a thread pool and combined in chunk order. A child process made by
+``fork()`` has none of the pool's threads: it starts a pool of its own.
+
+Numba's CPU target has no half precision: float16 elements are widened to
+float32 (exactly) before the folds read them, which is also what an element map
+sees on every backend. Everything is compiled with NumPy's error model
+(:func:`pyreduce.backends.opcheck.host_njit`).
 
 The built-in ops themselves go to NumPy's own reductions (``np.add.reduce`` and
 friends, with the accumulator as ``dtype``): they have the semantics decided in
@@ -25,6 +31,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -32,9 +39,9 @@ from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
 from .base import check_stream
-from .opcheck import check_op, compiled_step, njit_cast, njit_op
+from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
-__all__ = ["CpuBackend"]
+__all__ = ["CpuBackend", "loadable"]
 
 STREAMS = 8
 LANES = 16
@@ -129,13 +136,38 @@ UFUNCS = {
 }
 
 
+def loadable(x: np.ndarray) -> np.ndarray:
+    """``x`` as the generated folds read it: float16, which Numba's CPU target
+    lacks, widened to float32 (every float16 is a float32)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+#: Every CpuBackend, for the fork handler.
+_BACKENDS = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for backend in list(_BACKENDS):
+        backend._forget_pool()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class CpuBackend:
     name = "cpu"
 
     def __init__(self):
+        self._forget_pool()
+        self.threads = max(1, min(os.cpu_count() or 1, 32))
+        _BACKENDS.add(self)
+
+    def _forget_pool(self):
+        """Start without a pool: a new backend, or one in a child of ``fork()``,
+        where the parent's pool threads do not exist (work sent to them would wait
+        forever) and a lock another thread held at the fork stays held."""
         self._pool = None
         self._pool_lock = threading.Lock()
-        self.threads = max(1, min(os.cpu_count() or 1, 32))
 
     def launch_stream(self, stream, info):
         """Nothing to launch on a device: streams do not apply (but a bad one is
@@ -153,8 +185,6 @@ class CpuBackend:
 
     def fold(self, monoid):
         """The compiled ``fold(x, lo, hi)`` for ``monoid``."""
-        from numba import njit
-
         def build():
             dt, mapped = code(monoid.dtype), monoid.map is not None
             if monoid.commutative and not is_tuple(monoid.dtype):
@@ -164,12 +194,11 @@ class CpuBackend:
                 name = f"pyreduce_cpu_streams_{dt}_s{STREAMS}"
                 source = fold_source(name, STREAMS, mapped)
             namespace = {
-                "njit": njit, "np": np, "op": njit_op(monoid),
+                "njit": host_njit, "np": np, "op": njit_op(monoid),
                 "acc_t": njit_cast(monoid.dtype),
             }
             if mapped:
-                namespace["fmap"] = KERNELS.get(("cpu", "map", monoid.key),
-                                                lambda: njit(monoid.map))
+                namespace["fmap"] = njit_map(monoid)
             compile_module(source, f"<pyreduce {name}>", namespace)
             return namespace[name]
 
@@ -208,9 +237,7 @@ class CpuBackend:
                     result = ufunc(monoid.dtype.type(initial), result, dtype=monoid.dtype)
             return monoid.dtype.type(result)
         # njit folds read any stride; only N-D needs flattening (a view when it can)
-        x = host if host.ndim == 1 else np.ravel(host, order="C")
-        if x.dtype == np.float16:  # Numba's CPU target has no half precision
-            x = x.astype(np.float32)
+        x = loadable(host if host.ndim == 1 else np.ravel(host, order="C"))
         check_op(monoid)
         fold = self.fold(monoid)
         n = x.size

@@ -22,8 +22,8 @@ import numpy as np
 
 from ..cache import KERNELS
 from ..codegen import compile_module, render
-from .cpu import PARALLEL_MIN, UFUNCS
-from .opcheck import njit_op
+from .cpu import PARALLEL_MIN, UFUNCS, loadable
+from .opcheck import host_njit, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]
 
@@ -60,10 +60,8 @@ def left(init, out):
 def _loops(cpu, monoid) -> dict:
     """The compiled loops for ``monoid`` (``rows``, ``columns``, ``segments``,
     ``left``), around the backend's ordered ``fold``."""
-    from numba import njit
-
     def build():
-        namespace = {"njit": njit, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
+        namespace = {"njit": host_njit, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
                      "fold": cpu.fold(monoid)}
         compile_module(render(_SOURCE), f"<pyreduce cpu batch {monoid.dtype}>", namespace)
         return {name: namespace[name] for name in ("rows", "columns", "segments", "left")}
@@ -112,7 +110,7 @@ def reduce_axes(cpu, host: np.ndarray, monoid, axes: tuple, initial) -> np.ndarr
     kept = [a for a in range(host.ndim) if a not in axes]
     kept_shape = tuple(host.shape[a] for a in kept)
     M = int(np.prod(kept_shape, dtype=np.int64))
-    x = host.transpose(kept + list(axes)).reshape(M, -1)
+    x = loadable(host).transpose(kept + list(axes)).reshape(M, -1)
     out = np.empty(M, acc)
     loops = _loops(cpu, monoid)
     if M < cpu.threads and x.size >= 2 * M * PARALLEL_MIN:
@@ -148,6 +146,7 @@ def reduce_segments(cpu, x: np.ndarray, offsets: np.ndarray, monoid, initial,
         out[nonempty] = values
         return out
     filled = np.empty(S, acc)
-    _run(cpu, _loops(cpu, monoid)["segments"], _ranges(cpu, S, x.size), x, offsets, filled)
+    _run(cpu, _loops(cpu, monoid)["segments"], _ranges(cpu, S, x.size), loadable(x), offsets,
+         filled)
     out[nonempty] = _with_initial(cpu, monoid, filled[nonempty], initial)
     return out

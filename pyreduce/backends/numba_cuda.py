@@ -19,6 +19,7 @@ import numpy as np
 from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
+from ..forks import renew_in_child
 from ..interop import ArrayInterface, device_fields
 from .base import GeneratedBackend, carrier, check_out, check_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
@@ -34,7 +35,7 @@ from .fastpath import (
 
 __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
 
-_SIM_LOCK = threading.RLock()
+_SIM_LOCK = renew_in_child(threading.RLock())
 
 
 class NumbaCudaBackend(GeneratedBackend):

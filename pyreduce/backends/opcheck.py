@@ -6,20 +6,36 @@ cannot compile, or whose result cannot be cast to the accumulator (a tuple, a
 string), is a TypeError naming the op and the dtype, raised before a kernel is
 generated or launched. The check runs once per op code and dtype, and keeps the
 compiled step (:func:`compiled_step`) for whatever else runs the op on the host.
+
+Everything the host compiles around a user's code uses :func:`host_njit`: Numba's
+``njit`` with NumPy's error model, so that a division by zero gives what NumPy
+scalars, the simulator and the CUDA target give (``inf``, NaN, or ``0`` for
+integers) instead of raising ``ZeroDivisionError``.
 """
 
 from __future__ import annotations
 
 from ..cache import KERNELS
 
-__all__ = ["check_op", "compiled_step", "njit_op"]
+__all__ = ["check_op", "compiled_step", "host_njit", "njit_cast", "njit_map", "njit_op"]
+
+
+def host_njit(*args, **options):
+    """``numba.njit`` (as a decorator, with or without options) with
+    ``error_model="numpy"``: NumPy's arithmetic, not Python's exceptions."""
+    from numba import njit
+
+    return njit(*args, error_model="numpy", **options)
 
 
 def njit_op(monoid):
     """The operator compiled with ``njit``, shared by everything that calls it."""
-    from numba import njit
+    return KERNELS.get(("cpu", "op", monoid.key), lambda: host_njit(monoid.fn))
 
-    return KERNELS.get(("cpu", "op", monoid.key), lambda: njit(monoid.fn))
+
+def njit_map(monoid):
+    """The element map compiled with ``njit``, shared by everything that calls it."""
+    return KERNELS.get(("cpu", "map", monoid.key), lambda: host_njit(monoid.map))
 
 
 def njit_cast(dtype):
@@ -31,13 +47,11 @@ def njit_cast(dtype):
         return dtype.type
 
     def build():
-        from numba import njit
-
         from ..codegen import compile_module
 
         parts = fields(dtype)
         cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(parts)))
-        names = {"njit": njit, **{f"f{k}_t": d.type for k, d in enumerate(parts)}}
+        names = {"njit": host_njit, **{f"f{k}_t": d.type for k, d in enumerate(parts)}}
         source = f"@njit\ndef acc_t(v):\n    return ({cast})\n"
         return compile_module(source, "<pyreduce tuple cast>", names)["acc_t"]
 
@@ -60,7 +74,7 @@ def compiled_step(monoid):
     TypeError if Numba cannot compile the op for that dtype."""
 
     def build():
-        from numba import njit, typeof
+        from numba import typeof
         from numba.core import types
         from numba.core.errors import NumbaError
 
@@ -75,7 +89,7 @@ def compiled_step(monoid):
         t = types.Tuple(parts) if is_tuple(monoid.dtype) else parts[0]
         why = None
         try:
-            compiled = njit(combine)
+            compiled = host_njit(combine)
             compiled.compile((t, t))
             returned = compiled.nopython_signatures[0].return_type
             scalar = isinstance(returned, (types.Number, types.Boolean))

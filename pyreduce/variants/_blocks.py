@@ -22,6 +22,8 @@ arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..codegen import indent, render
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple
 from ..spec import KernelSpec
@@ -57,6 +59,8 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
     item = value or f"{src}[{index}]"
     if is_bfloat16(spec.in_dtype):  # its bits, stored as uint16
         item = f"bf16_t({item})"
+    elif spec.mapped and spec.in_dtype == np.float16:  # a map sees float32 on every backend
+        item = f"f32_t({item})"
     if spec.mapped:
         return f"acc_t(fmap({index}, {item}))"
     if spec.in_dtype == spec.acc_dtype:
