@@ -113,6 +113,8 @@ def get(name: str, on_device: bool = False):
     global _noticed
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    if name == "cpu":  # no GPU probe: importing numba-cuda costs a cold start a second
+        return _instance(name)
     mode = _numba_cuda_mode()
     if name == "auto":
         if on_device and mode:

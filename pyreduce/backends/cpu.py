@@ -28,6 +28,7 @@ import threading
 
 import numpy as np
 
+from .. import njitcache
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
@@ -171,7 +172,8 @@ class CpuBackend:
                 namespace["fmap"] = KERNELS.get(("cpu", "map", monoid.key),
                                                 lambda: njit(monoid.map))
             compile_module(source, f"<pyreduce {name}>", namespace)
-            return namespace[name]
+            return njitcache.attach(namespace[name], (source, njitcache.op_text(monoid)),
+                                    f"the cpu fold of {monoid.name} ({monoid.dtype})")
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 
