@@ -1,0 +1,256 @@
+"""Kernel images on a GPU: loaded from the disk cache, or compiled by Numba and
+stored there.
+
+The launch path (:mod:`pyreduce.backends.fastpath`) needs one thing of a kernel:
+the driver's function handle for its argument types on the current context.
+:func:`function_handle` finds it in this order:
+
+1. loaded already in this process (per context and key);
+2. a cubin in the disk cache (:mod:`pyreduce.diskcache`), loaded with
+   ``cuModuleLoadData`` and ``cuModuleGetFunction`` by its stored entry name
+   (:func:`load_function`) without Numba's compiler: the parameters keep
+   Numba's array ABI, so the prepared launches are the same;
+3. compiled by Numba, and the cubin and entry name stored for later processes.
+
+The key (:func:`image_key`) holds everything that changes the machine code: the
+generated source, the operator's code key, the spec, the argument types, the
+compute capability, the driver's version, pyreduce's code version and the
+toolchain (:func:`toolchain`: Numba, numba-cuda, llvmlite, cuda-bindings and the
+NVVM library found). The NVVM library is only known after Numba has loaded it, so
+its identity (path, size, modification time, version) is remembered in the cache
+directory after a compile and checked with one ``stat`` in later processes;
+until a process has seen it, lookups miss and kernels compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+from .. import diskcache
+from .fastpath import check_driver, cuda_driver
+
+__all__ = ["function_handle", "load_function", "image_key", "toolchain", "KIND"]
+
+KIND = "cuda"
+
+_lock = threading.Lock()
+#: (context handle, key digest) -> function handle
+_loaded: dict = {}
+#: loaded modules stay loaded for the process (their functions are in use)
+_modules: list = []
+
+
+def function_handle(kernel, argtypes: tuple) -> int:
+    """The function handle of ``kernel`` (a :class:`pyreduce.codegen.Kernel`)
+    compiled for ``argtypes`` (:func:`numba_signature`), on the current context."""
+    ctx, cc = _context()
+    key = image_key(kernel, argtypes, cc)
+    text = None if key is None else diskcache.canonical(key)
+    if text is not None:
+        name = (ctx, diskcache.digest(text))
+        found = _loaded.get(name)
+        if found is not None:
+            return found
+        entry = diskcache.load(KIND, text)
+        if entry is not None:
+            try:
+                handle = load_function(entry.payload, entry.meta["entry"])
+            except Exception:  # an image this driver or GPU refuses: compile it again
+                diskcache.log.debug("pyreduce cache: stored %s did not load", kernel.name)
+            else:
+                _loaded[name] = handle
+                return handle
+    handle, image, entry_name = _compile(kernel, argtypes)
+    if key is None:  # the toolchain is known now, after the compile
+        key = image_key(kernel, argtypes, cc)
+        text = None if key is None else diskcache.canonical(key)
+    if text is not None:
+        _loaded[(ctx, diskcache.digest(text))] = handle
+        diskcache.store(KIND, text, image, {"entry": entry_name, "label": kernel.spec.label,
+                                            "cc": list(cc)})
+    return handle
+
+
+def _compile(kernel, argtypes) -> tuple:
+    """``(handle, cubin, entry name)``, compiled by Numba for the current device."""
+    start = time.perf_counter()
+    compiled = kernel.fn.compile(numba_signature(argtypes))
+    library = compiled._codelibrary
+    handle = int(library.get_cufunc().handle)
+    diskcache.report_compile(f"the kernel {kernel.spec.label}", time.perf_counter() - start)
+    image = bytes(library.get_cubin())
+    _remember_toolchain()
+    return handle, image, compiled.entry_name
+
+
+def load_function(image: bytes, entry: str) -> int:
+    """Load the cubin ``image`` into the current context and return the handle
+    of its function ``entry`` (a mangled name). The module stays loaded."""
+    cu = cuda_driver()
+    err, module = cu.cuModuleLoadData(image)
+    check_driver(err)
+    err, function = cu.cuModuleGetFunction(module, entry.encode())
+    if int(err):
+        cu.cuModuleUnload(module)
+        check_driver(err)
+    with _lock:
+        _modules.append(module)
+    return int(function)
+
+
+# --- argument types, without Numba
+
+
+def numba_signature(argtypes) -> tuple:
+    """The Numba types of argument descriptors: ``"int64"`` for a scalar (every
+    scalar the kernels take), ``("array", dtype, layout)`` for a 1-D array
+    (:meth:`pyreduce.backends.fastpath.DeviceView.arg_type`)."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import from_dtype
+
+    return tuple(
+        types.int64 if t == "int64" else types.Array(from_dtype(t[1]), 1, t[2]) for t in argtypes
+    )
+
+
+# --- the key
+
+
+def image_key(kernel, argtypes, cc) -> tuple | None:
+    """What the kernel's machine code depends on, or None where it cannot be
+    stored: the cache is off, the operator is known only by identity, or this
+    process has not seen the toolchain yet."""
+    if not diskcache.enabled():
+        return None
+    tools = toolchain()
+    if tools is None:
+        return None
+    spec = kernel.spec
+    try:
+        op = diskcache.op_key(spec.op_key)
+    except diskcache.Unkeyable:
+        return None
+    fields = tuple((name, value) for name, value in vars(spec).items() if name != "op_key")
+    return ("kernel", kernel.source, op, type(spec).__name__, fields, argtypes, tuple(cc),
+            tools, diskcache.code_version())
+
+
+_environment_digest = None
+
+
+def _environment() -> str:
+    """A digest of what steers Numba to a toolkit and its options: package
+    versions, the prefix, the CUDA and Numba environment variables and the
+    driver's version; taken once per process."""
+    global _environment_digest
+    if _environment_digest is None:
+        from importlib import metadata
+
+        versions = []
+        for dist in ("numba", "numba-cuda", "llvmlite", "cuda-bindings"):
+            try:
+                versions.append((dist, metadata.version(dist)))
+            except metadata.PackageNotFoundError:
+                versions.append((dist, None))
+        env = tuple(sorted((k, v) for k, v in os.environ.items()
+                           if k.startswith(("NUMBA_", "CUDA_", "CONDA_PREFIX", "LD_LIBRARY_PATH"))
+                           and k != "NUMBA_ENABLE_CUDASIM"))
+        found = (tuple(versions), sys.prefix, env, _driver_version())
+        _environment_digest = diskcache.digest(diskcache.canonical(found))
+    return _environment_digest
+
+
+def _driver_version() -> int:
+    err, version = cuda_driver().cuDriverGetVersion()
+    check_driver(err)
+    return int(version)
+
+
+def _stamp_path():
+    return diskcache.directory() / diskcache.FORMAT / "toolchain.json"
+
+
+def _read_stamps() -> dict:
+    try:
+        with open(_stamp_path()) as f:
+            found = json.load(f)
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+_toolchain: dict = {}  # environment digest -> identity, once known in this process
+
+
+def toolchain() -> tuple | None:
+    """The compilers' identity for the key, or None while unknown (see the module)."""
+    env = _environment()
+    known = _toolchain.get(env)
+    if known is not None:
+        return known
+    stamp = _read_stamps().get(env)
+    if not (isinstance(stamp, list) and len(stamp) == 4):
+        return None
+    path, size, mtime, version = stamp
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    if [st.st_size, st.st_mtime_ns] != [size, mtime]:
+        return None
+    found = _toolchain[env] = (env, path, size, mtime, tuple(version))
+    return found
+
+
+def _remember_toolchain() -> None:
+    """Record the NVVM library Numba loaded, for :func:`toolchain` here and in
+    later processes."""
+    from numba.cuda.cudadrv.nvvm import NVVM
+
+    nvvm = NVVM()
+    path = os.path.abspath(getattr(nvvm.driver, "_name", "") or "")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # found by the system loader, path unknown: nothing to check later
+    env = _environment()
+    stamp = [path, st.st_size, st.st_mtime_ns, list(nvvm.get_version())]
+    _toolchain[env] = (env, path, st.st_size, st.st_mtime_ns, tuple(stamp[3]))
+    stamps = _read_stamps()
+    if stamps.get(env) == stamp or not diskcache.enabled():
+        return
+    stamps[env] = stamp
+    diskcache.write_file(_stamp_path(), json.dumps(stamps, sort_keys=True).encode())
+
+
+def _context() -> tuple:
+    """``(context handle, compute capability)`` of this thread's context."""
+    from .fastpath import current_device
+
+    device = current_device()  # makes a context current where none is
+    cu = cuda_driver()
+    err, ctx = cu.cuCtxGetCurrent()
+    check_driver(err)
+    return int(ctx), _compute_capability(device)
+
+
+_capabilities: dict = {}
+
+
+def _compute_capability(device: int) -> tuple:
+    found = _capabilities.get(device)
+    if found is None:
+        cu = cuda_driver()
+        attr = cu.CUdevice_attribute
+        values = []
+        for which in (attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                      attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
+            err, value = cu.cuDeviceGetAttribute(which, device)
+            check_driver(err)
+            values.append(int(value))
+        found = _capabilities[device] = tuple(values)
+    return found
