@@ -602,6 +602,39 @@ def test_the_compiled_launch_is_loaded_from_the_cache(cache_dir):
     assert len(fake.calls) == (2 if stored == 0 else 1)
 
 
+@pytest.mark.parametrize("builds", [True, False])
+def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
+    from pyreduce.backends import fastpath
+
+    made = []
+
+    def python(*args):
+        made.append("python")
+        return 0
+
+    def compiled(*args):
+        made.append("compiled")
+        return 0
+
+    def build():
+        if not builds:
+            raise RuntimeError("no Numba here")
+        return compiled
+
+    first_call = fastpath.launch
+    monkeypatch.setattr(fastpath, "launch", first_call)  # restored afterwards
+    monkeypatch.setattr(fastpath, "COMPILE_AFTER", 3)
+    monkeypatch.setattr(fastpath, "_bindings_launch", lambda: python)
+    monkeypatch.setattr(fastpath, "_compiled_launch", build)
+    for found, want in ((2, ["python"] * 3 + ["compiled" if builds else "python"] * 2),
+                        (0, ["python"] * 5)):  # the last word 0: ctypes found no libcuda
+        values = np.array([0, 0, 1, found], np.int64)
+        fastpath.launch, made[:] = first_call, []
+        for _ in range(5):
+            assert fastpath.launch(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0) == 0
+        assert made == want
+
+
 def test_without_libcuda_the_launch_words_are_zero():
     from pyreduce.backends import fastpath
 
@@ -893,8 +926,10 @@ def test_gpu_the_launch_path_is_loaded_in_a_second_process(cache_dir):
     from numba import cuda
     import pyreduce
     from pyreduce.backends import launchjit
+    from pyreduce.backends import fastpath
     x = cuda.to_device(np.arange(1000.0))
-    assert pyreduce.sum(x) == 499500.0
+    for _ in range(fastpath.COMPILE_AFTER + 10):  # then the compiled launch takes over
+        assert pyreduce.sum(x) == 499500.0
     print(sum(launchjit._launch.stats.cache_hits.values()))
     """
     env = {"PYREDUCE_CACHE_DIR": str(cache_dir), "NUMBA_ENABLE_CUDASIM": "0"}

@@ -227,16 +227,43 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
     addresses of ``cuCtxGetDevice`` and ``cuLaunchKernel``
     (:func:`driver_functions`), so a launch allocates nothing.
 
-    Its first call picks the implementation: Numba-compiled code calling the
-    driver through those addresses, which spares the per-argument conversions of
-    a Python binding (on an H100, about a microsecond of a launch's 5-6), loaded
+    The first :data:`COMPILE_AFTER` launches run in Python through
+    ``cuda.bindings``; then Numba-compiled code calling the driver through those
+    addresses takes over, which spares the per-argument conversions of a Python
+    binding (on an H100, about a microsecond of a launch's 5-6). It is loaded
     from the disk cache after its first compile
-    (:mod:`pyreduce.backends.launchjit`); where libcuda's functions were not found
-    by ctypes, Python through ``cuda.bindings``."""
-    global launch
-    launch = _compiled_launch() if values[-1] else _bindings_launch()
+    (:mod:`pyreduce.backends.launchjit`), but loading still readies Numba's CPU
+    target, a fraction of a second that a process launching a few times need
+    not spend. Where ctypes did not find libcuda's functions, Python throughout."""
+    _use(_counted(_bindings_launch(), COMPILE_AFTER) if values[-1] else _bindings_launch())
     return launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                   grid, block, stream, params)
+
+
+#: launches made in Python before :func:`launch` switches to compiled code
+COMPILE_AFTER = 1000
+
+
+def _use(implementation) -> None:
+    global launch
+    launch = implementation
+
+
+def _counted(first, count: int):
+    """``first`` for ``count`` calls, then the compiled launch (``first`` still,
+    should that fail to build)."""
+    left = [count]
+
+    def counting(*args):
+        left[0] -= 1
+        if left[0] == 0:
+            try:
+                _use(_compiled_launch())
+            except Exception:  # Numba cannot build it here: Python stays
+                _use(first)
+        return first(*args)
+
+    return counting
 
 
 def _launcher(current_device, launch_kernel):
