@@ -737,6 +737,156 @@ def test_kernels_run_their_source_only_when_launched():
 
 
 # --------------------------------------------------------------------------
+# The driver calls that spare a warm process numba-cuda, on a fake driver
+
+
+class FakeCu:
+    """The few ``cuda.bindings.driver`` calls :mod:`pyreduce.backends.cudadriver`
+    makes, over host memory, recording what is freed."""
+
+    CU_MEMHOSTALLOC_DEVICEMAP = 2
+
+    class CUdevice_attribute:
+        pass
+
+    ATTRIBUTES = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0,
+                  "WARP_SIZE": 32, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+                  "MAX_BLOCKS_PER_MULTIPROCESSOR": 32, "MULTIPROCESSOR_COUNT": 132,
+                  "L2_CACHE_SIZE": 50 << 20}
+
+    def __init__(self, devices=1, context=None, init_error=0):
+        self.devices, self.context, self.init_error = devices, context, init_error
+        self.freed, self.retained, self.buffers = [], [], {}
+        for name in self.ATTRIBUTES:
+            setattr(self.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}", name)
+
+    def cuInit(self, flags):
+        return (self.init_error,)
+
+    def cuDeviceGetCount(self):
+        return 0, self.devices
+
+    def cuDeviceGet(self, ordinal):
+        return 0, ordinal
+
+    def cuCtxGetDevice(self):
+        return (0, self.context) if self.context is not None else (201, 0)
+
+    def cuDevicePrimaryCtxRetain(self, device):
+        self.retained.append(device)
+        return 0, 1000 + device
+
+    def cuCtxSetCurrent(self, ctx):
+        self.context = ctx - 1000
+        return (0,)
+
+    def cuDeviceGetAttribute(self, which, device):
+        return 0, self.ATTRIBUTES[which]
+
+    def cuDeviceGetName(self, length, device):
+        return 0, b"Fake GPU\0\0\0"
+
+    def _alloc(self, nbytes):
+        buf = np.full(nbytes, 0xAB, np.uint8)
+        self.buffers[buf.ctypes.data] = buf
+        return buf.ctypes.data
+
+    def cuMemAlloc(self, nbytes):
+        return 0, self._alloc(nbytes)
+
+    def cuMemHostAlloc(self, nbytes, flags):
+        assert flags == self.CU_MEMHOSTALLOC_DEVICEMAP
+        return 0, self._alloc(nbytes)
+
+    def cuMemHostGetDevicePointer(self, host, flags):
+        return 0, host
+
+    def cuMemcpyHtoD(self, dst, src, nbytes):
+        ctypes.memmove(dst, src, nbytes)
+        return (0,)
+
+    def cuMemFree(self, ptr):
+        self.freed.append(("device", ptr))
+        return (0,)
+
+    def cuMemFreeHost(self, ptr):
+        self.freed.append(("host", ptr))
+        return (0,)
+
+
+@pytest.fixture
+def fake_cu(monkeypatch):
+    from pyreduce.backends import cudadriver, fastpath
+
+    cu = FakeCu(context=0)
+    monkeypatch.setattr(fastpath, "_CU", cu)
+    monkeypatch.setattr(cudadriver, "cuda_driver", lambda: cu)
+    cudadriver.compute_capability.cache_clear()
+    yield cu
+    cudadriver.compute_capability.cache_clear()
+
+
+def test_scratch_memory_is_allocated_zeroed_and_freed(fake_cu):
+    import gc
+
+    from pyreduce.backends.numba_cuda import CudaBackend
+
+    be = CudaBackend()
+    ticket = be.allocate(4, np.int32, zeroed=True)
+    assert ticket.size == 4 and ticket.stride == 4 and ticket.dtype == np.int32
+    assert (fake_cu.buffers[ticket.ptr][:16] == 0).all()
+    partials = be.allocate(10, np.float64)
+    assert partials.layout == "C" and (fake_cu.buffers[partials.ptr] == 0xAB).all()
+    slot = be.allocate_result(np.dtype(np.float32))
+    slot.host[0] = 2.5  # the device writes here; the host reads the same bytes
+    assert fake_cu.buffers[slot.ptr][:4].view(np.float32)[0] == 2.5
+    freed = {("device", ticket.ptr), ("device", partials.ptr), ("host", slot.ptr)}
+    del ticket, partials, slot
+    gc.collect()
+    assert set(fake_cu.freed) == freed
+
+
+def test_the_device_is_described_by_the_driver(fake_cu):
+    from pyreduce.backends.numba_cuda import CudaBackend
+
+    info = CudaBackend()._gpu_info(0)
+    assert info.name == "Fake GPU" and info.key == ("cuda", 0, (9, 0))
+    assert info.sm_count == 132 and info.warp == 32 and info.l2_bytes == 50 << 20
+    # attributes this driver does not report take the defaults Numba's path used
+    assert info.limits.registers == 65536 and info.limits.reserved_shared_per_block == 0
+
+
+def test_a_thread_without_a_context_gets_device_0s_primary_one(fake_cu):
+    from pyreduce.backends import fastpath
+
+    fake_cu.context = None
+    assert fastpath.current_device() == 0 and fake_cu.retained == [0]
+    assert fastpath.current_device() == 0 and fake_cu.retained == [0]  # now current
+
+
+@pytest.mark.parametrize("case, want", [
+    ("gpu", True), ("no gpu", False), ("no driver", False), ("driver fails", False),
+    ("no nvvm seen", None), ("simulator", None), ("numba.cuda imported", None),
+])
+def test_the_gpu_is_found_without_numba_where_it_can_be(case, want, monkeypatch, fake_cu):
+    from pyreduce.backends import cubins, cudadriver
+
+    monkeypatch.delitem(sys.modules, "numba.cuda")  # restored after the test
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1" if case == "simulator" else "0")
+    if case == "numba.cuda imported":
+        monkeypatch.setitem(sys.modules, "numba.cuda", types.ModuleType("numba.cuda"))
+    fake_cu.devices = 0 if case == "no gpu" else 1
+    fake_cu.init_error = 100 if case == "driver fails" else 0
+    if case == "no driver":
+        def missing():
+            raise OSError("libcuda.so.1: cannot open shared object file")
+
+        monkeypatch.setattr(cudadriver, "cuda_driver", missing)
+    monkeypatch.setattr(cubins, "toolchain", lambda: None if case == "no nvvm seen" else ("t",))
+    assert cudadriver.gpu_present() is want
+
+
+# --------------------------------------------------------------------------
 # What the user sees
 
 
@@ -936,3 +1086,37 @@ def test_gpu_the_launch_path_is_loaded_in_a_second_process(cache_dir):
     assert run_python(code, env).strip() == "0"
     assert run_python(code, env).strip() == "1"
 
+
+
+_CUPY_RUN = """
+import sys, time
+import numpy as np
+import cupy as cp
+host = np.random.default_rng(7).standard_normal(1 << 20)
+x = cp.asarray(host)
+cp.cuda.Device().synchronize()
+import pyreduce
+from pyreduce import diskcache
+start = time.perf_counter()
+got = pyreduce.max(x)
+seconds = time.perf_counter() - start
+assert got == host.max(), got
+counts = dict(diskcache.stats().get("cuda", {}))
+counts.update(numba="numba" in sys.modules, seconds=seconds)
+print(counts)
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_a_warm_process_reduces_a_cupy_array_without_numba(cache_dir):
+    """The target of the cache: a second process's first ``pyreduce.max`` of a
+    CuPy array loads its kernel and launches it with no Numba imported. The
+    times are printed (``pytest -s``), not asserted."""
+    pytest.importorskip("cupy")
+    env = {"PYREDUCE_CACHE_DIR": str(cache_dir), "NUMBA_ENABLE_CUDASIM": "0"}
+    first = eval(run_python(_CUPY_RUN, env))
+    second = eval(run_python(_CUPY_RUN, env))
+    print(f"first call: {first['seconds']:.3f} s cold, {second['seconds']:.3f} s warm")
+    assert first["stores"] >= 1 and first["numba"]
+    assert second["hits"] == first["stores"] and second["stores"] == 0
+    assert not second["numba"]

@@ -32,7 +32,14 @@ _lock = threading.Lock()
 
 @functools.lru_cache(maxsize=None)
 def _numba_cuda_mode() -> str | None:
-    """'sim', 'cuda' (a usable GPU) or None, decided once per process."""
+    """'sim', 'cuda' (a usable GPU) or None, decided once per process; by the
+    driver alone where it can tell (:func:`pyreduce.backends.cudadriver.gpu_present`),
+    since importing numba-cuda to ask it costs a second."""
+    from .cudadriver import gpu_present
+
+    present = gpu_present()
+    if present is not None:
+        return "cuda" if present else None
     try:
         from numba.cuda.core import config
     except ImportError:
@@ -50,6 +57,12 @@ def _numba_cuda_mode() -> str | None:
 @functools.lru_cache(maxsize=None)
 def _hip_present() -> bool:
     """True if numba-hip is installed and finds an AMD GPU, decided once."""
+    from importlib import metadata
+
+    try:  # without numba-hip, importing Numba to find that out costs a cold start a second
+        metadata.distribution("numba-hip")
+    except metadata.PackageNotFoundError:
+        return False
     try:
         from numba import hip
 

@@ -229,28 +229,10 @@ def _remember_toolchain() -> None:
 
 def _context() -> tuple:
     """``(context handle, compute capability)`` of this thread's context."""
+    from .cudadriver import compute_capability
     from .fastpath import current_device
 
     device = current_device()  # makes a context current where none is
-    cu = cuda_driver()
-    err, ctx = cu.cuCtxGetCurrent()
+    err, ctx = cuda_driver().cuCtxGetCurrent()
     check_driver(err)
-    return int(ctx), _compute_capability(device)
-
-
-_capabilities: dict = {}
-
-
-def _compute_capability(device: int) -> tuple:
-    found = _capabilities.get(device)
-    if found is None:
-        cu = cuda_driver()
-        attr = cu.CUdevice_attribute
-        values = []
-        for which in (attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                      attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
-            err, value = cu.cuDeviceGetAttribute(which, device)
-            check_driver(err)
-            values.append(int(value))
-        found = _capabilities[device] = tuple(values)
-    return found
+    return int(ctx), compute_capability(device)

@@ -56,16 +56,14 @@ class DeviceView:
 
 class MappedView(DeviceView):
     """A one-element result slot in pinned host memory that the device writes
-    directly (``cuMemHostAlloc`` with ``DEVICEMAP``): reading it back needs a
-    stream synchronization, not a copy. ``host`` is its NumPy view."""
+    directly (:class:`pyreduce.backends.cudadriver.MappedMemory`): reading it back
+    needs a stream synchronization, not a copy. ``host`` is its NumPy view."""
 
     __slots__ = ("host",)
 
     def __init__(self, mapped):
-        fields_ptr = mapped.device_ctypes_pointer.value
-        super().__init__(fields_ptr, 1, mapped.dtype.itemsize, mapped.dtype, mapped)
-        # the base class's view: Numba's own view() reads its argument as a dtype
-        self.host = np.ndarray.view(mapped, np.ndarray)
+        super().__init__(mapped.ptr, 1, mapped.host.dtype.itemsize, mapped.host.dtype, mapped)
+        self.host = mapped.host
 
 
 #: read results through mapped pinned memory (True) or a device-to-host copy
@@ -416,16 +414,14 @@ _SUCCESS = None
 
 
 def current_device() -> int:
-    """The device of this thread's CUDA context, making Numba's (the primary
-    context) current first if the thread has none yet."""
+    """The device of this thread's CUDA context, making the primary context of
+    device 0 current first (as Numba would) if the thread has none yet."""
     cu = cuda_driver()
     err, dev = cu.cuCtxGetDevice()
     if int(err):
-        from numba import cuda
+        from .cudadriver import ensure_context
 
-        cuda.current_context()
-        err, dev = cu.cuCtxGetDevice()
-        check_driver(err)
+        return ensure_context()
     return int(dev)
 
 
