@@ -265,9 +265,11 @@ def _counted(first, count: int):
 
 
 def _launcher(current_device, launch_kernel):
-    """:func:`launch`'s body over the driver's ``cuCtxGetDevice`` (as a function
-    of the parameter words returning the device or -1 without a context) and
-    ``cuLaunchKernel``."""
+    """:func:`launch`'s body over the driver's ``cuCtxGetDevice`` and
+    ``cuLaunchKernel``, as functions of the parameter words:
+    ``current_device(values)`` (the device, or -1 without a context) and
+    ``launch_kernel(values, function, grid, block, stream, params)``. In Python
+    here, compiled by :mod:`pyreduce.backends.launchjit`."""
 
     def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                grid, block, stream, params):
@@ -280,7 +282,7 @@ def _launcher(current_device, launch_kernel):
             values[input_at + 6] = stride
         if output_at >= 0:
             values[output_at + 4] = out_ptr
-        return launch_kernel(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
+        return launch_kernel(values, function, grid, block, stream, params)
 
     return launch
 
@@ -293,8 +295,9 @@ def _bindings_launch():
         err, dev = cu.cuCtxGetDevice()
         return -1 if int(err) else int(dev)
 
-    def launch_kernel(*args):
-        return int(cu.cuLaunchKernel(*args)[0])
+    def launch_kernel(values, function, grid, block, stream, params):
+        return int(cu.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream, params,
+                                     0)[0])
 
     return _launcher(device, launch_kernel)
 

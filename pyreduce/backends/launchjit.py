@@ -18,10 +18,6 @@ from .. import njitcache
 
 __all__ = ["launcher"]
 
-#: :data:`pyreduce.backends.fastpath.WRONG_DEVICE`, repeated: this module is
-#: imported by fastpath, not the reverse
-WRONG_DEVICE = -1
-
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 
 
@@ -56,28 +52,24 @@ def _cu_launch_kernel(typingctx, address, function, grid, block, stream, params)
 
 
 @njit(nogil=True)
-def _launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function, grid,
-            block, stream, params):
-    # the words after the parameters: scratch, &cuCtxGetDevice, &cuLaunchKernel
+def _current_device(values):
+    # the words after the parameters: scratch, &cuCtxGetDevice, &cuLaunchKernel.
+    # CUdevice is an int: it lands in the low half of the zeroed scratch word
+    # (CUDA hosts are little-endian)
     n = values.size - 3
-    if device >= 0:
-        # CUdevice is an int: it lands in the low half of the zeroed scratch word
-        # (CUDA hosts are little-endian)
-        values[n] = 0
-        if _cu_ctx_get_device(values[n + 1], values.ctypes.data + 8 * n) != 0:
-            return WRONG_DEVICE
-        if values[n] != device:
-            return WRONG_DEVICE
-    if input_at >= 0:
-        values[input_at + 2] = size
-        values[input_at + 5] = size
-        values[input_at + 4] = ptr
-        values[input_at + 6] = stride
-    if output_at >= 0:
-        values[output_at + 4] = out_ptr
-    return _cu_launch_kernel(values[n + 2], function, grid, block, stream, params)
+    values[n] = 0
+    return values[n] if _cu_ctx_get_device(values[n + 1], values.ctypes.data + 8 * n) == 0 else -1
+
+
+@njit(nogil=True)
+def _launch_kernel(values, function, grid, block, stream, params):
+    return _cu_launch_kernel(values[values.size - 1], function, grid, block, stream, params)
 
 
 def launcher():
-    """The compiled launch, kept in the disk cache."""
-    return njitcache.attach(_launch, ("fastpath.launch",), "the launch path")
+    """A new dispatcher of the compiled launch, kept in the disk cache: the
+    body of :func:`pyreduce.backends.fastpath._launcher` over the calls above."""
+    from .fastpath import _launcher
+
+    return njitcache.attach(njit(nogil=True)(_launcher(_current_device, _launch_kernel)),
+                            ("fastpath.launch",), "the launch path")
