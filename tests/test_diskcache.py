@@ -659,9 +659,16 @@ def toolchain(cache_dir, tmp_path, monkeypatch):
     return lib
 
 
+class FakeKernel:
+    """What cubins reads of a :class:`pyreduce.codegen.Kernel`."""
+
+    def __init__(self, spec, source):
+        self.spec, self.source, self.name = spec, source, "k"
+
+
 def _kernel(source="def k(x): pass", op=("builtin", "max"), **spec):
-    spec = KernelSpec("last_block", np.dtype("f8"), np.dtype("f8"), op, **spec)
-    return types.SimpleNamespace(spec=spec, source=source, name="k")
+    return FakeKernel(KernelSpec("last_block", np.dtype("f8"), np.dtype("f8"), op, **spec),
+                      source)
 
 
 ARGS = (("array", np.dtype("f8"), "C"), "int64", ("array", np.dtype("f8"), "C"))
@@ -808,6 +815,14 @@ class FakeCu:
         self.freed.append(("host", ptr))
         return (0,)
 
+    class CUfunction_attribute:
+        CU_FUNC_ATTRIBUTE_NUM_REGS = "regs"
+        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = "shared"
+        CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = "local"
+
+    def cuFuncGetAttribute(self, which, handle):
+        return 0, {"regs": 30, "shared": 256, "local": 0}[which] + handle
+
 
 @pytest.fixture
 def fake_cu(monkeypatch):
@@ -857,6 +872,18 @@ def test_a_thread_without_a_context_gets_device_0s_primary_one(fake_cu):
     fake_cu.context = None
     assert fastpath.current_device() == 0 and fake_cu.retained == [0]
     assert fastpath.current_device() == 0 and fake_cu.retained == [0]  # now current
+
+
+def test_kernel_resources_come_from_its_loaded_functions(fake_cu):
+    """explain() reports the functions a reduction launched, loaded or compiled,
+    the largest over their argument types; nothing before any launch."""
+    from pyreduce.backends import cubins
+
+    kernel = _kernel()
+    assert cubins.function_resources(kernel) is None
+    cubins._functions[kernel] = {1, 7}
+    assert cubins.function_resources(kernel) == {"registers": 37, "shared_bytes": 263,
+                                                 "local_bytes": 7}
 
 
 @pytest.mark.parametrize("case, want", [

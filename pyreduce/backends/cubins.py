@@ -15,8 +15,8 @@ the driver's function handle for its argument types on the current context.
 The key (:func:`image_key`) holds everything that changes the machine code: the
 generated source, the operator's code key, the spec, the argument types, the
 compute capability, the driver's version, pyreduce's code version and the
-toolchain (:func:`toolchain`: Numba, numba-cuda, llvmlite, cuda-bindings and the
-NVVM library found). The NVVM library is only known after Numba has loaded it, so
+toolchain (:func:`toolchain`: the installed Numba, numba-cuda, llvmlite and
+cuda-bindings, and the NVVM library found). The NVVM library is only known after Numba has loaded it, so
 its identity (path, size, modification time, version) is remembered in the cache
 directory after a compile and checked with one ``stat`` in later processes;
 until a process has seen it, lookups miss and kernels compile.
@@ -29,11 +29,13 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 from .. import diskcache
 from .fastpath import check_driver, cuda_driver
 
-__all__ = ["function_handle", "load_function", "image_key", "toolchain", "KIND"]
+__all__ = ["function_handle", "function_resources", "load_function", "image_key", "toolchain",
+           "KIND"]
 
 KIND = "cuda"
 
@@ -47,6 +49,39 @@ _modules: list = []
 def function_handle(kernel, argtypes: tuple) -> int:
     """The function handle of ``kernel`` (a :class:`pyreduce.codegen.Kernel`)
     compiled for ``argtypes`` (:func:`numba_signature`), on the current context."""
+    handle = _function_handle(kernel, argtypes)
+    with _lock:
+        _functions.setdefault(kernel, set()).add(handle)
+    return handle
+
+
+#: kernel -> the handles of its functions loaded or compiled in this process
+_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def function_resources(kernel) -> dict | None:
+    """The registers per thread and the static shared and local memory of
+    ``kernel``'s functions (the largest over its argument types), as the driver
+    reports them; None before any was loaded or compiled."""
+    handles = sorted(_functions.get(kernel, ()))
+    if not handles:
+        return None
+    cu = cuda_driver()
+    attr = cu.CUfunction_attribute
+    found = {}
+    for key, which in (("registers", attr.CU_FUNC_ATTRIBUTE_NUM_REGS),
+                       ("shared_bytes", attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                       ("local_bytes", attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)):
+        values = []
+        for handle in handles:
+            err, value = cu.cuFuncGetAttribute(which, handle)
+            check_driver(err)
+            values.append(int(value))
+        found[key] = max(values)
+    return found
+
+
+def _function_handle(kernel, argtypes: tuple) -> int:
     ctx, cc = _context()
     key = image_key(kernel, argtypes, cc)
     text = None if key is None else diskcache.canonical(key)
@@ -148,20 +183,34 @@ def _environment() -> str:
     driver's version; taken once per process."""
     global _environment_digest
     if _environment_digest is None:
-        from importlib import metadata
+        import cuda.bindings
 
-        versions = []
-        for dist in ("numba", "numba-cuda", "llvmlite", "cuda-bindings"):
-            try:
-                versions.append((dist, metadata.version(dist)))
-            except metadata.PackageNotFoundError:
-                versions.append((dist, None))
+        packages = tuple(_installed(name) for name in ("numba", "numba_cuda", "llvmlite"))
         env = tuple(sorted((k, v) for k, v in os.environ.items()
                            if k.startswith(("NUMBA_", "CUDA_", "CONDA_PREFIX", "LD_LIBRARY_PATH"))
                            and k != "NUMBA_ENABLE_CUDASIM"))
-        found = (tuple(versions), sys.prefix, env, _driver_version())
+        found = (packages, cuda.bindings.__version__, sys.prefix, env, _driver_version())
         _environment_digest = diskcache.digest(diskcache.canonical(found))
     return _environment_digest
+
+
+def _installed(package: str) -> tuple:
+    """Which copy of an installed package this is, without importing it (Numba's
+    import is what a warm process avoids): the path, size and modification time
+    of its ``__init__.py`` and ``_version.py``, which an install rewrites."""
+    from importlib.util import find_spec
+
+    spec = find_spec(package)
+    if spec is None or not spec.origin:
+        return (package, None)
+    found = [package]
+    for path in (spec.origin, os.path.join(os.path.dirname(spec.origin), "_version.py")):
+        try:
+            st = os.stat(path)
+            found.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            found.append((path, None))
+    return tuple(found)
 
 
 def _driver_version() -> int:
