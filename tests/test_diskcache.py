@@ -715,6 +715,16 @@ def test_a_changed_nvvm_library_is_not_trusted(toolchain, monkeypatch):
     assert cubins.image_key(_kernel(), ARGS, (9, 0)) is None
 
 
+def test_the_nvvm_library_is_found_by_name_or_path():
+    from pyreduce.backends.cubins import _loaded_path
+
+    assert _loaded_path("/opt/cuda/nvvm/lib64/libnvvm.so") == "/opt/cuda/nvvm/lib64/libnvvm.so"
+    assert _loaded_path("libnot-loaded-here.so") is None
+    if sys.platform.startswith("linux"):  # a library the system loader found: its file
+        found = _loaded_path("libc.so")
+        assert found and os.path.isfile(found) and "libc.so" in found
+
+
 def test_no_image_key_for_an_op_known_by_identity_or_with_the_cache_off(toolchain, monkeypatch):
     from pyreduce.backends.cubins import image_key
 

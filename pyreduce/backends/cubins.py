@@ -258,15 +258,17 @@ def toolchain() -> tuple | None:
 def _remember_toolchain() -> None:
     """Record the NVVM library Numba loaded, for :func:`toolchain` here and in
     later processes."""
+    env = _environment()
+    if env in _toolchain:
+        return
     from numba.cuda.cudadrv.nvvm import NVVM
 
     nvvm = NVVM()
-    path = os.path.abspath(getattr(nvvm.driver, "_name", "") or "")
+    path = _loaded_path(getattr(nvvm.driver, "_name", "") or "")
     try:
         st = os.stat(path)
-    except OSError:
-        return  # found by the system loader, path unknown: nothing to check later
-    env = _environment()
+    except (OSError, TypeError):
+        return  # not found on disk: nothing to check later, so nothing is stored
     stamp = [path, st.st_size, st.st_mtime_ns, list(nvvm.get_version())]
     _toolchain[env] = (env, path, st.st_size, st.st_mtime_ns, tuple(stamp[3]))
     stamps = _read_stamps()
@@ -274,6 +276,22 @@ def _remember_toolchain() -> None:
         return
     stamps[env] = stamp
     diskcache.write_file(_stamp_path(), json.dumps(stamps, sort_keys=True).encode())
+
+
+def _loaded_path(name: str) -> str | None:
+    """The file of a loaded library: ``name`` where it is a path, else (a name
+    the system loader resolved) the file this process mapped for it, on Linux."""
+    if os.path.isabs(name):
+        return name
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path).startswith(os.path.basename(name)):
+                    return path
+    except OSError:
+        pass
+    return None
 
 
 def _context() -> tuple:
