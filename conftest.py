@@ -8,3 +8,13 @@ a GPU machine run ``NUMBA_ENABLE_CUDASIM=0 python -m pytest`` to test the device
 import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+# The kernel cache on disk (pyreduce.diskcache): a directory of this session's
+# own, never the user's, and no notices on stderr.
+import atexit
+import shutil
+import tempfile
+
+os.environ["PYREDUCE_CACHE_DIR"] = _cache_dir = tempfile.mkdtemp(prefix="pyreduce-test-cache-")
+os.environ["PYREDUCE_QUIET"] = "1"
+atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)

@@ -22,7 +22,7 @@ __all__ = [
     "segmented_reduce", "argmax", "argmin", "minmax", "mean", "var", "std", "nansum",
     "nanprod", "reference",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
-    "cache_info", "cache_clear", "tuning",
+    "cache_info", "cache_clear", "warmup", "tuning",
 ]
 
 __version__ = "0.1.0"
@@ -39,15 +39,33 @@ def __getattr__(name):
 
 
 def cache_info():
-    """Hits, builds and size of the kernel cache (all backends)."""
-    return _KERNELS.info()
+    """The kernel caches, as a :class:`pyreduce.diskcache.CacheInfo`: in memory
+    (``hits``, ``builds``, ``size``, all backends) and on disk (``disk_dir``,
+    ``disk_entries``, ``disk_bytes``, ``disk_hits``, ``disk_misses``, ...)."""
+    from .diskcache import info
+
+    return info(_KERNELS.info())
 
 
-def cache_clear():
+def warmup(ops=None, dtypes=None, backend="auto", sizes=None, progress=True):
+    """Build the kernels of ``ops`` (default: sum, max, min) for ``dtypes``
+    (default: float32, float64, int32, int64) ahead of time, into the disk cache,
+    so that later processes skip the compiles. See :func:`pyreduce.prebuild.warmup`."""
+    from .prebuild import warmup as build
+
+    return build(ops, dtypes, backend, sizes, progress)
+
+
+def cache_clear(disk=False):
     """Forget every built kernel and compiled operator, the plans that hold them,
-    and the calls remembered with them (:mod:`pyreduce.repeat`)."""
-    from . import batch, driver, planner
+    and the calls remembered with them (:mod:`pyreduce.repeat`); with
+    ``disk=True`` also remove the disk cache's entries (what
+    ``python -m pyreduce cache clear`` does)."""
+    from . import batch, diskcache, driver, planner
 
+    if disk:
+        diskcache.clear()
+    diskcache.reset_stats()
     _KERNELS.clear()
     planner.clear_plans()
     batch.clear_plans()

@@ -1,12 +1,15 @@
-"""Command line: ``python -m pyreduce [demo|info|tune|tuning]`` (also installed as
-``pyreduce``).
+"""Command line: ``python -m pyreduce [demo|info|tune|tuning|cache|warmup]`` (also
+installed as ``pyreduce``).
 
 ``demo`` (the default) runs a few reductions on the best backend present and
 prints each result and time next to NumPy's; it exits non-zero if any result
 disagrees. ``info`` prints the versions and backends this process sees. ``tune``
 measures the best kernel configuration for common cases on this GPU and records
 it (:mod:`pyreduce.tuning`); ``tuning`` lists the recorded choices and
-``tuning --reset`` forgets them.
+``tuning --reset`` forgets them. ``cache info`` describes the disk cache of
+compiled kernels and ``cache clear`` empties it (:mod:`pyreduce.diskcache`);
+``warmup`` builds the common kernels into it ahead of time
+(:mod:`pyreduce.prebuild`).
 """
 
 from __future__ import annotations
@@ -233,8 +236,8 @@ def demo(size: int | None = None, backend: str = "auto", repeat: int = 3,
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m pyreduce",
-        description="pyreduce command line: a demo (default), version information and "
-                    "the autotuner.",
+        description="pyreduce command line: a demo (default), version information, "
+                    "the autotuner and the kernel cache.",
     )
     sub = p.add_subparsers(dest="command")
     d = sub.add_parser("demo", help="run a few reductions next to NumPy (the default)")
@@ -254,7 +257,73 @@ def _parser() -> argparse.ArgumentParser:
                    help="log2 of the sizes to tune (default: 16 20 24 28)")
     s = sub.add_parser("tuning", help="the recorded tuned choices")
     s.add_argument("--reset", action="store_true", help="forget every recorded choice")
+    c = sub.add_parser("cache", help="the disk cache of compiled kernels")
+    c.add_argument("action", choices=("info", "clear"),
+                   help="info: where it is and what it holds; clear: remove its entries")
+    w = sub.add_parser("warmup", help="build the common kernels into the disk cache")
+    w.add_argument("--ops", nargs="+", default=None,
+                   help="named reductions (default: sum max min)")
+    w.add_argument("--dtypes", nargs="+", default=None,
+                   help="dtypes (default: float32 float64 int32 int64)")
+    w.add_argument("--backend", default="auto", choices=("auto", "cuda", "hip", "sim", "cpu"))
+    w.add_argument("--sizes", nargs="+", type=int, default=None,
+                   help="element counts (default: a small one and one past twice the L2 "
+                        "cache)")
+    w.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cache(action: str, out=None) -> int:
+    """``cache info``: print the disk cache's place, bound and contents;
+    ``cache clear``: remove its entries."""
+    from pyreduce import diskcache
+
+    out = out or sys.stdout
+
+    if action == "clear":
+        removed = diskcache.clear()
+        print(f"removed {removed} file(s) from {diskcache.directory()}", file=out)
+        return 0
+    usage = diskcache.disk_usage()
+    state = "on" if diskcache.enabled() else "off (PYREDUCE_CACHE=0)"
+    rows = [
+        ("directory", f"{diskcache.directory()}   (PYREDUCE_CACHE_DIR)"),
+        ("state", state),
+        ("limit", f"{_fmt_bytes(diskcache.limit())}   (PYREDUCE_CACHE_SIZE)"),
+        ("entries", str(sum(n for n, _ in usage.values()))),
+        ("bytes", _fmt_bytes(sum(b for _, b in usage.values()))),
+    ]
+    rows += [(f"  {kind}", f"{n} entries, {_fmt_bytes(b)}") for kind, (n, b) in
+             sorted(usage.items())]
+    for key, value in rows:
+        print(f"{key:<11} {value}", file=out)
+    return 0
+
+
+def warmup(args, out=None) -> int:
+    """``warmup``: build the kernels, then say what was compiled and found."""
+    import pyreduce
+
+    out = out or sys.stdout
+
+    try:
+        done = pyreduce.warmup(args.ops, args.dtypes, args.backend, args.sizes,
+                               progress=not args.quiet)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"warmup on {done.backend}: {done.cases} reductions in {done.seconds:.1f} s; "
+          f"{done.compiled} kernel(s) compiled into the cache, {done.loaded} found there",
+          file=out)
+    return 0
 
 
 def _user_add(a, b):
@@ -303,6 +372,12 @@ def main(argv=None) -> int:
         return 0
     if command == "tune":
         return tune(args.dtypes, args.ops, args.sizes)
+    if command == "cache":
+        return cache(args.action)
+    if command == "warmup":
+        if args.backend == "sim" and "numba.cuda" not in sys.modules:
+            os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        return warmup(args)
     size = getattr(args, "size", None)
     backend = getattr(args, "backend", "auto")
     repeat = max(1, getattr(args, "repeat", 3))

@@ -28,6 +28,7 @@ import itertools
 import linecache
 import string
 import textwrap
+import threading
 import warnings
 from typing import Any
 
@@ -63,24 +64,39 @@ def kernel_name(spec: KernelSpec) -> str:
 
 @dataclasses.dataclass(eq=False)
 class Kernel:
-    """A compiled kernel with the source it came from.
+    """A kernel with the source it comes from.
 
-    ``fn`` is the backend's callable (a Numba dispatcher to launch as
-    ``fn[grid, block, stream](...)``); ``source`` is the complete generated module.
+    ``source`` is the complete generated module; ``make()`` compiles it into the
+    backend's callable, ``fn`` (a Numba dispatcher to launch as
+    ``fn[grid, block, stream](...)``), on first use of ``fn``: a launch path that
+    finds the compiled image elsewhere (:mod:`pyreduce.backends.cubins`) never
+    runs the generated module at all.
     """
 
     spec: KernelSpec
     name: str
     source: str
     filename: str
-    fn: Any
+    make: Any
     #: False where configuring returns the kernel itself (the simulator's kernels
     #: store the last grid on themselves, so a cached launcher would be stale).
     cache_launchers: bool = True
     _launchers: dict = dataclasses.field(default_factory=dict, repr=False)
+    _fn: Any = dataclasses.field(default=None, repr=False)
+    _lock: Any = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     def __repr__(self):
         return f"<Kernel {self.name}>"
+
+    @property
+    def fn(self):
+        found = self._fn
+        if found is None:
+            with self._lock:
+                if self._fn is None:
+                    self._fn = self.make()
+                found = self._fn
+        return found
 
     def launcher(self, grid: int, block: int, stream):
         """``fn[grid, block, stream]``, configured once and reused: configuring costs

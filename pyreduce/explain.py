@@ -49,19 +49,14 @@ def _resources(backend, kernel, device) -> dict | str:
             f"registers, shared and local memory and occupancy are not known on the "
             f"{backend.name} backend (no compiled GPU code)"
         )
+    from .backends.cubins import function_resources
     from .occupancy import occupancy
 
-    fn = kernel.fn
-    # one entry per compiled signature (input layouts); report the largest
-    regs = fn.get_regs_per_thread()
-    shared = fn.get_shared_mem_per_block()
-    local = fn.get_local_mem_per_thread()
-    pick = (lambda d: max(d.values())) if isinstance(regs, dict) else (lambda v: v)
-    found = {
-        "registers": pick(regs),
-        "shared_bytes": pick(shared),
-        "local_bytes": pick(local),
-    }
+    # of the functions the reduction launched (compiled or loaded from the disk
+    # cache), one per input layout: the largest
+    found = function_resources(kernel)
+    if found is None:
+        return "not launched in this process"
     occ = occupancy(kernel.spec.block, found["registers"], found["shared_bytes"], device.limits)
     found["occupancy"] = round(occ.fraction, 3)
     found["blocks_per_sm"] = occ.blocks_per_sm

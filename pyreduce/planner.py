@@ -317,6 +317,20 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     grid = -(-n // chunk)  # no block without elements
     finish = None
     if variant.layout != "single_pass" and (grid > 1 or extra_partials):
-        finish = KernelSpec(name, acc_dtype, acc_dtype, op_key, block, warp, items_for(acc_dtype),
-                            finish=True)
+        finish = spec if reads_partials(spec, variant) else KernelSpec(
+            name, acc_dtype, acc_dtype, op_key, block, warp, items_for(acc_dtype), finish=True)
     return Plan(spec, variant.layout, n, grid, chunk, finish, extra_partials, variant.fixed_tree)
+
+
+def reads_partials(spec: KernelSpec, variant) -> bool:
+    """True where ``spec``'s kernel, given the partials as its input, does what a
+    finishing pass would, so one kernel serves both passes (a program then builds
+    one kernel fewer per op and dtype): its elements are accumulator values as
+    they are (the same dtype, no element map, a scalar), and the variant's tree
+    does not depend on the pass (a fixed tree's does). Partials start at the
+    start of a scratch buffer, aligned for any vector load."""
+    from .dtypes import is_bfloat16, is_tuple
+
+    return (spec.in_dtype == spec.acc_dtype and not spec.mapped and not spec.finish
+            and not is_tuple(spec.acc_dtype) and not is_bfloat16(spec.in_dtype)
+            and not variant.fixed_tree)

@@ -34,7 +34,14 @@ _lock = renew_in_child(threading.Lock())
 
 @functools.lru_cache(maxsize=None)
 def _numba_cuda_mode() -> str | None:
-    """'sim', 'cuda' (a usable GPU) or None, decided once per process."""
+    """'sim', 'cuda' (a usable GPU) or None, decided once per process; by the
+    driver alone where it can tell (:func:`pyreduce.backends.cudadriver.gpu_present`),
+    since importing numba-cuda to ask it costs a second."""
+    from .cudadriver import gpu_present
+
+    present = gpu_present()
+    if present is not None:
+        return "cuda" if present else None
     try:
         from numba.cuda.core import config
     except ImportError:
@@ -52,6 +59,12 @@ def _numba_cuda_mode() -> str | None:
 @functools.lru_cache(maxsize=None)
 def _hip_present() -> bool:
     """True if numba-hip is installed and finds an AMD GPU, decided once."""
+    from importlib import metadata
+
+    try:  # without numba-hip, importing Numba to find that out costs a cold start a second
+        metadata.distribution("numba-hip")
+    except metadata.PackageNotFoundError:
+        return False
     try:
         from numba import hip
 
@@ -115,6 +128,8 @@ def get(name: str, on_device: bool = False):
     global _noticed
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    if name == "cpu":  # no GPU probe: importing numba-cuda costs a cold start a second
+        return _instance(name)
     mode = _numba_cuda_mode()
     if name == "auto":
         if on_device and mode:

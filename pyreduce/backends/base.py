@@ -174,16 +174,19 @@ class GeneratedBackend:
         return 0
 
     def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
+        """The kernel of ``spec``: its source now, its Numba dispatcher on first
+        use (a launch that finds a compiled image on disk needs none)."""
         def build():
             name, source = generate(spec, self.dialect)
-            fmap = self._device_map(monoid) if spec.mapped else None
-            namespace = self.kernel_namespace(spec, self._device_op(monoid), fmap)
             filename = f"<pyreduce {spec.label} ({self.name})>"
-            compile_module(source, filename, namespace)
-            return Kernel(
-                spec, name, source, filename, namespace[name],
-                cache_launchers=self.name != "sim",
-            )
+
+            def make():
+                fmap = self._device_map(monoid) if spec.mapped else None
+                namespace = self.kernel_namespace(spec, self._device_op(monoid), fmap)
+                return compile_module(source, filename, namespace)[name]
+
+            return Kernel(spec, name, source, filename, make,
+                          cache_launchers=self.name != "sim")
 
         return KERNELS.get((self.name, device.key, spec), build)
 

@@ -35,6 +35,7 @@ import weakref
 
 import numpy as np
 
+from .. import njitcache
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
@@ -200,7 +201,8 @@ class CpuBackend:
             if mapped:
                 namespace["fmap"] = njit_map(monoid)
             compile_module(source, f"<pyreduce {name}>", namespace)
-            return namespace[name]
+            return njitcache.attach(namespace[name], (source, njitcache.op_text(monoid)),
+                                    f"the cpu fold of {monoid.name} ({monoid.dtype})")
 
         return KERNELS.get(("cpu", "fold", monoid.cache_key), build)
 

@@ -49,25 +49,21 @@ class DeviceView:
     def args(self) -> tuple:
         return (0, 0, self.size, self.dtype.itemsize, self.ptr, self.size, self.stride)
 
-    def numba_type(self):
-        from numba.cuda import types
-        from numba.cuda.np.numpy_support import from_dtype
-
-        return types.Array(from_dtype(self.dtype), 1, self.layout)
+    def arg_type(self) -> tuple:
+        """This view as a kernel argument's type (:mod:`pyreduce.backends.cubins`)."""
+        return ("array", self.dtype, self.layout)
 
 
 class MappedView(DeviceView):
     """A one-element result slot in pinned host memory that the device writes
-    directly (``cuMemHostAlloc`` with ``DEVICEMAP``): reading it back needs a
-    stream synchronization, not a copy. ``host`` is its NumPy view."""
+    directly (:class:`pyreduce.backends.cudadriver.MappedMemory`): reading it back
+    needs a stream synchronization, not a copy. ``host`` is its NumPy view."""
 
     __slots__ = ("host",)
 
     def __init__(self, mapped):
-        fields_ptr = mapped.device_ctypes_pointer.value
-        super().__init__(fields_ptr, 1, mapped.dtype.itemsize, mapped.dtype, mapped)
-        # the base class's view: Numba's own view() reads its argument as a dtype
-        self.host = np.ndarray.view(mapped, np.ndarray)
+        super().__init__(mapped.ptr, 1, mapped.host.dtype.itemsize, mapped.host.dtype, mapped)
+        self.host = mapped.host
 
 
 #: read results through mapped pinned memory (True) or a device-to-host copy
@@ -158,12 +154,13 @@ class PreparedLaunch:
                 a = buffers[a.buffer].slice(a.start, a.stop)
             if isinstance(a, DeviceView):
                 values.extend(a.args())
-                types.append(a.numba_type())
+                types.append(a.arg_type())
             else:
                 values.append(int(a))
-                types.append(None)
-        # one word more than the kernel takes: the launcher's scratch (launch())
-        self.values = np.array(values + [0], dtype=np.int64)
+                types.append("int64")
+        # three words more than the kernel takes: the launcher's scratch and the
+        # driver functions it calls (launch())
+        self.values = np.array(values + [0, *driver_functions()], dtype=np.int64)
         # the parameters' addresses: the array of pointers cuLaunchKernel reads
         self.pointers = np.arange(len(values), dtype=np.uint64) * 8 + self.values.ctypes.data
         self.params = int(self.pointers.ctypes.data)
@@ -171,18 +168,17 @@ class PreparedLaunch:
         self._handles: dict = {}
 
     def _compile(self, flat, out, offsets, key):
-        """The kernel for this input's dtype and layout, compiled on first use."""
-        from numba.cuda import types as nt
-
+        """The kernel for this input's dtype and layout: loaded from the disk
+        cache or compiled, on first use (:mod:`pyreduce.backends.cubins`)."""
         from ..driver import INPUT, OFFSETS, OUTPUT
+        from .cubins import function_handle
 
-        sig = tuple(
-            flat.numba_type() if t is INPUT else out.numba_type() if t is OUTPUT
-            else offsets.numba_type() if t is OFFSETS else nt.int64 if t is None else t
+        argtypes = tuple(
+            flat.arg_type() if t is INPUT else out.arg_type() if t is OUTPUT
+            else offsets.arg_type() if t is OFFSETS else t
             for t in self._types
         )
-        compiled = self.kernel.fn.compile(sig)
-        handle = int(compiled._codelibrary.get_cufunc().handle)
+        handle = function_handle(self.kernel, argtypes)
         self._handles[key] = handle
         return handle
 
@@ -224,24 +220,56 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
     ``function`` (a handle) on a 1-D grid with the parameter pointer array at
     ``params``. The driver's result code; :data:`WRONG_DEVICE`, with no parameter
     written and nothing launched, if ``device`` is not :data:`ANY_DEVICE` and the
-    thread's current device is another. The last word of ``values`` is not a
-    parameter: the device query writes there, so a launch allocates nothing.
+    thread's current device is another. The three last words of ``values`` are
+    not parameters: the device query writes in the first, and the others hold the
+    addresses of ``cuCtxGetDevice`` and ``cuLaunchKernel``
+    (:func:`driver_functions`), so a launch allocates nothing.
 
-    Its first call compiles it: a Numba ``njit`` function calling the driver
-    through ctypes function pointers, which spares the per-argument conversions
-    of a Python binding (on an H100, about a microsecond of a launch's 5-6). Where
-    libcuda cannot be loaded that way, it runs as Python, through
-    ``cuda.bindings``."""
-    global launch
-    launch = _compiled_launch() or _bindings_launch()
+    The first :data:`COMPILE_AFTER` launches run in Python through
+    ``cuda.bindings``; then Numba-compiled code calling the driver through those
+    addresses takes over, which spares the per-argument conversions of a Python
+    binding (on an H100, about a microsecond of a launch's 5-6). It is loaded
+    from the disk cache after its first compile
+    (:mod:`pyreduce.backends.launchjit`), but loading still readies Numba's CPU
+    target, a fraction of a second that a process launching a few times need
+    not spend. Where ctypes did not find libcuda's functions, Python throughout."""
+    _use(_counted(_bindings_launch(), COMPILE_AFTER) if values[-1] else _bindings_launch())
     return launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                   grid, block, stream, params)
 
 
+#: launches made in Python before :func:`launch` switches to compiled code
+COMPILE_AFTER = 1000
+
+
+def _use(implementation) -> None:
+    global launch
+    launch = implementation
+
+
+def _counted(first, count: int):
+    """``first`` for ``count`` calls, then the compiled launch (``first`` still,
+    should that fail to build)."""
+    left = [count]
+
+    def counting(*args):
+        left[0] -= 1
+        if left[0] == 0:
+            try:
+                _use(_compiled_launch())
+            except Exception:  # Numba cannot build it here: Python stays
+                _use(first)
+        return first(*args)
+
+    return counting
+
+
 def _launcher(current_device, launch_kernel):
-    """:func:`launch`'s body over the driver's ``cuCtxGetDevice`` (as a function
-    of the parameter words, whose last one it may use, returning the device or
-    -1 without a context) and ``cuLaunchKernel``."""
+    """:func:`launch`'s body over the driver's ``cuCtxGetDevice`` and
+    ``cuLaunchKernel``, as functions of the parameter words:
+    ``current_device(values)`` (the device, or -1 without a context) and
+    ``launch_kernel(values, function, grid, block, stream, params)``. In Python
+    here, compiled by :mod:`pyreduce.backends.launchjit`."""
 
     def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                grid, block, stream, params):
@@ -254,7 +282,7 @@ def _launcher(current_device, launch_kernel):
             values[input_at + 6] = stride
         if output_at >= 0:
             values[output_at + 4] = out_ptr
-        return launch_kernel(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
+        return launch_kernel(values, function, grid, block, stream, params)
 
     return launch
 
@@ -267,45 +295,46 @@ def _bindings_launch():
         err, dev = cu.cuCtxGetDevice()
         return -1 if int(err) else int(dev)
 
-    def launch_kernel(*args):
-        return int(cu.cuLaunchKernel(*args)[0])
+    def launch_kernel(values, function, grid, block, stream, params):
+        return int(cu.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream, params,
+                                     0)[0])
 
     return _launcher(device, launch_kernel)
 
 
 def _compiled_launch():
-    """:func:`launch` compiled, or None where libcuda is not found by ctypes."""
-    import ctypes
-    import ctypes.util
+    """:func:`launch` compiled (:mod:`pyreduce.backends.launchjit`)."""
+    from .launchjit import launcher
 
-    name = "nvcuda.dll" if os.name == "nt" else "libcuda.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError:
-        found = ctypes.util.find_library("cuda")
-        if found is None:
-            return None
-        lib = ctypes.CDLL(found)
-    from numba import njit
+    return launcher()
 
-    u64, u32 = ctypes.c_uint64, ctypes.c_uint
-    # cuLaunchKernel(f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes,
-    # stream, kernelParams, extra): handles and pointers as 64-bit integers
-    cu_launch = ctypes.CFUNCTYPE(ctypes.c_int, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64,
-                                 u64)(("cuLaunchKernel", lib))
-    cu_device = ctypes.CFUNCTYPE(ctypes.c_int, u64)(("cuCtxGetDevice", lib))
 
-    @njit
-    def device(values):
-        # CUdevice is an int: it lands in the low half of the zeroed last word
-        # (CUDA hosts are little-endian)
-        last = values.size - 1
-        values[last] = 0
-        return values[last] if cu_device(values.ctypes.data + 8 * last) == 0 else -1
+_driver_functions = None
 
-    global _LIBCUDA
-    _LIBCUDA = (lib, cu_launch, cu_device)  # the compiled code calls into this library
-    return njit(_launcher(device, cu_launch))
+
+def driver_functions() -> tuple:
+    """The addresses of libcuda's ``cuCtxGetDevice`` and ``cuLaunchKernel``, or
+    ``(0, 0)`` where ctypes does not find libcuda."""
+    global _driver_functions
+    if _driver_functions is None:
+        import ctypes
+        import ctypes.util
+
+        name = "nvcuda.dll" if os.name == "nt" else "libcuda.so.1"
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            found = ctypes.util.find_library("cuda")
+            lib = ctypes.CDLL(found) if found else None
+        if lib is None:
+            _driver_functions = (0, 0)
+        else:
+            # the library stays loaded for the process (ctypes never unloads one)
+            _driver_functions = tuple(
+                ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value
+                for fn in ("cuCtxGetDevice", "cuLaunchKernel")
+            )
+    return _driver_functions
 
 
 _local = threading.local()
@@ -385,20 +414,17 @@ def write_array(view: DeviceView, host: np.ndarray, stream) -> None:
 
 _CU = None
 _SUCCESS = None
-_LIBCUDA = None
 
 
 def current_device() -> int:
-    """The device of this thread's CUDA context, making Numba's (the primary
-    context) current first if the thread has none yet."""
+    """The device of this thread's CUDA context, making the primary context of
+    device 0 current first (as Numba would) if the thread has none yet."""
     cu = cuda_driver()
     err, dev = cu.cuCtxGetDevice()
     if int(err):
-        from numba import cuda
+        from .cudadriver import ensure_context
 
-        cuda.current_context()
-        err, dev = cu.cuCtxGetDevice()
-        check_driver(err)
+        return ensure_context()
     return int(dev)
 
 

@@ -28,6 +28,7 @@ from .opcheck import check_op
 from .express import express
 from .results import maker
 from . import fastpath
+from .cudadriver import DeviceMemory, MappedMemory, attribute, compute_capability, device_name
 from .fastpath import (
     DeviceView, MappedView, PreparedLaunch, current_device, read_array, read_scalar, stream_handle,
     sync_producer, view_from, view_of, write_array, write_scalar,
@@ -39,15 +40,24 @@ _SIM_LOCK = renew_in_child(threading.RLock())
 
 
 class NumbaCudaBackend(GeneratedBackend):
-    """What the simulator and the GPU share: ``numba.cuda`` as the kernel module."""
+    """What the simulator and the GPU share: ``numba.cuda`` as the kernel module,
+    imported on first use (a GPU process whose kernels are all in the disk cache
+    reduces device arrays without it)."""
 
     dialect = CUDA
 
     def __init__(self):
+        pass
+
+    @functools.cached_property
+    def cuda(self):
         from numba import cuda
 
-        super().__init__(cuda)
-        self.cuda = cuda
+        return cuda
+
+    @property
+    def gpu(self):
+        return self.cuda
 
 
 class SimBackend(NumbaCudaBackend):
@@ -133,11 +143,13 @@ class CudaBackend(NumbaCudaBackend):
     name = "cuda"
 
     def allocate(self, count, dtype, zeroed=False):
-        return view_of(super().allocate(count, dtype, zeroed))
+        dtype = np.dtype(dtype)
+        memory = DeviceMemory(count * dtype.itemsize, zeroed)
+        return DeviceView(memory.ptr, count, dtype.itemsize, dtype, memory)
 
     def allocate_result(self, dtype, count=1):
         if fastpath.MAPPED_RESULTS and count == 1:
-            return MappedView(self.cuda.mapped_array(1, dtype=dtype))
+            return MappedView(MappedMemory(1, np.dtype(dtype)))
         return self.allocate(count, dtype)
 
     def prepare(self, kernel, step, buffers):
@@ -156,36 +168,32 @@ class CudaBackend(NumbaCudaBackend):
 
     @functools.lru_cache(maxsize=None)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
+        """The device's description, from the driver's attributes (by the names
+        Numba's device object uses for them)."""
         from ..occupancy import SMLimits
 
-        dev = self.cuda.get_current_device()
-        name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
-        cc = dev.compute_capability
-
-        def attribute(attr, default):
-            try:
-                return int(getattr(dev, attr))
-            except (AttributeError, TypeError):
-                return default
-
+        cc = compute_capability(device_id)
+        warp = attribute(device_id, "WARP_SIZE")
         limits = SMLimits(
-            max_threads=dev.MAX_THREADS_PER_MULTIPROCESSOR,
-            max_blocks=attribute("MAX_BLOCKS_PER_MULTIPROCESSOR", 32 if cc >= (5, 0) else 16),
-            registers=attribute("MAX_REGISTERS_PER_MULTIPROCESSOR", 65536),
-            shared_bytes=attribute("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 49152),
-            warp=dev.WARP_SIZE,
-            reserved_shared_per_block=attribute("RESERVED_SHARED_MEMORY_PER_BLOCK", 0),
+            max_threads=attribute(device_id, "MAX_THREADS_PER_MULTIPROCESSOR"),
+            max_blocks=attribute(device_id, "MAX_BLOCKS_PER_MULTIPROCESSOR",
+                                 32 if cc >= (5, 0) else 16),
+            registers=attribute(device_id, "MAX_REGISTERS_PER_MULTIPROCESSOR", 65536),
+            shared_bytes=attribute(device_id, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 49152),
+            warp=warp,
+            reserved_shared_per_block=attribute(device_id, "RESERVED_SHARED_MEMORY_PER_BLOCK",
+                                                0),
         )
         return DeviceInfo(
-            name=name,
+            name=device_name(device_id),
             key=("cuda", device_id, cc),
-            sm_count=dev.MULTIPROCESSOR_COUNT,
+            sm_count=attribute(device_id, "MULTIPROCESSOR_COUNT"),
             max_threads_per_sm=limits.max_threads,
             max_blocks_per_sm=limits.max_blocks,
-            warp=dev.WARP_SIZE,
+            warp=warp,
             limits=limits,
             vector_bytes=VECTOR_BYTES,
-            l2_bytes=attribute("L2_CACHE_SIZE", 0),
+            l2_bytes=attribute(device_id, "L2_CACHE_SIZE", 0),
             auto_block=512,  # measured on an H100 (pyreduce.planner.auto_variant)
         )
 

@@ -78,6 +78,7 @@ def compiled_step(monoid):
         from numba.core import types
         from numba.core.errors import NumbaError
 
+        from .. import njitcache
         from ..dtypes import fields, is_tuple
 
         op, acc_t = njit_op(monoid), njit_cast(monoid.dtype)
@@ -89,7 +90,8 @@ def compiled_step(monoid):
         t = types.Tuple(parts) if is_tuple(monoid.dtype) else parts[0]
         why = None
         try:
-            compiled = host_njit(combine)
+            compiled = njitcache.attach(host_njit(combine), ("step", njitcache.op_text(monoid)),
+                                        f"the op {monoid.name} ({monoid.dtype})")
             compiled.compile((t, t))
             returned = compiled.nopython_signatures[0].return_type
             scalar = isinstance(returned, (types.Number, types.Boolean))

@@ -1,0 +1,142 @@
+"""What the ``cuda`` backend asks of the CUDA driver directly, through
+``cuda.bindings``: whether a GPU is there, the current context, the device's
+attributes, and the library's own small buffers (scratch and mapped result
+slots).
+
+Importing numba-cuda takes about a second; a process whose kernels are all in
+the disk cache (:mod:`pyreduce.backends.cubins`) needs none of it to reduce a
+CuPy or PyTorch array: the decisions made here are those Numba would make (the
+primary context of device 0 where no context is current, as Numba makes it;
+device attributes by the same names), so Numba, when a later call needs it,
+finds the same context.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import weakref
+
+import numpy as np
+
+from .fastpath import check_driver, cuda_driver
+
+__all__ = ["gpu_present", "ensure_context", "attribute", "device_name", "compute_capability",
+           "DeviceMemory", "MappedMemory"]
+
+
+def gpu_present() -> bool | None:
+    """True when the driver finds a GPU, numba-cuda is installed and its NVVM
+    was seen here before (:func:`pyreduce.backends.cubins.toolchain`); None when
+    this cannot be told without Numba (the simulator asked for, a Numba config
+    file, numba-cuda already imported, or no NVVM seen yet); False without a
+    GPU."""
+    if "numba.cuda" in sys.modules or os.path.exists(".numba_config.yaml"):
+        return None
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0"):
+        return None
+    from importlib.util import find_spec
+
+    if find_spec("numba_cuda") is None:
+        return None
+    try:
+        cu = cuda_driver()
+        err, = cu.cuInit(0)
+        if int(err):
+            return False
+        err, count = cu.cuDeviceGetCount()
+    except Exception:  # no libcuda: no GPU
+        return False
+    if int(err) or count < 1:
+        return False
+    from .cubins import toolchain
+
+    return True if toolchain() is not None else None
+
+
+def ensure_context() -> int:
+    """The device of this thread's CUDA context; where none is current, the
+    primary context of device 0 is retained and made current (what Numba does)."""
+    cu = cuda_driver()
+    err, dev = cu.cuCtxGetDevice()
+    if int(err):
+        check_driver(cu.cuInit(0))
+        err, device = cu.cuDeviceGet(0)
+        check_driver(err)
+        err, ctx = cu.cuDevicePrimaryCtxRetain(device)
+        check_driver(err)
+        check_driver(cu.cuCtxSetCurrent(ctx))
+        err, dev = cu.cuCtxGetDevice()
+        check_driver(err)
+    return int(dev)
+
+
+def attribute(device: int, name: str, default: int | None = None) -> int:
+    """``cuDeviceGetAttribute`` of ``CU_DEVICE_ATTRIBUTE_<name>`` (``default``
+    where the driver does not know the attribute)."""
+    cu = cuda_driver()
+    which = getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}", None)
+    if which is not None:
+        err, value = cu.cuDeviceGetAttribute(which, device)
+        if not int(err):
+            return int(value)
+    if default is None:
+        raise RuntimeError(f"the CUDA driver does not report {name} of device {device}")
+    return default
+
+
+def device_name(device: int) -> str:
+    err, name = cuda_driver().cuDeviceGetName(256, device)
+    check_driver(err)
+    return name.split(b"\0", 1)[0].decode()
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability(device: int) -> tuple:
+    return (attribute(device, "COMPUTE_CAPABILITY_MAJOR"),
+            attribute(device, "COMPUTE_CAPABILITY_MINOR"))
+
+
+def _free(function, pointer) -> None:
+    function(pointer)  # an error (the context gone at exit) is returned, not raised
+
+
+class DeviceMemory:
+    """``nbytes`` of device memory in the current context (``cuMemAlloc``), zeroed
+    if asked (complete on return), freed when the object goes."""
+
+    __slots__ = ("ptr", "nbytes", "__weakref__")
+
+    def __init__(self, nbytes: int, zeroed: bool = False):
+        cu = cuda_driver()
+        err, ptr = cu.cuMemAlloc(max(1, nbytes))
+        check_driver(err)
+        self.ptr, self.nbytes = int(ptr), nbytes
+        weakref.finalize(self, _free, cu.cuMemFree, self.ptr).atexit = False
+        if zeroed and nbytes:
+            zeros = np.zeros(nbytes, np.uint8)
+            check_driver(cu.cuMemcpyHtoD(self.ptr, zeros.ctypes.data, nbytes))
+
+
+class MappedMemory:
+    """``nbytes`` of pinned host memory the device writes directly
+    (``cuMemHostAlloc`` with ``DEVICEMAP``): ``host`` is its NumPy view of
+    ``dtype``, ``ptr`` its device address."""
+
+    __slots__ = ("ptr", "host", "__weakref__")
+
+    def __init__(self, count: int, dtype: np.dtype):
+        import ctypes
+
+        cu = cuda_driver()
+        nbytes = max(1, count * dtype.itemsize)
+        err, host = cu.cuMemHostAlloc(nbytes, cu.CU_MEMHOSTALLOC_DEVICEMAP)
+        check_driver(err)
+        host = int(host)
+        weakref.finalize(self, _free, cu.cuMemFreeHost, host).atexit = False
+        err, ptr = cu.cuMemHostGetDevicePointer(host, 0)
+        check_driver(err)
+        self.ptr = int(ptr)
+        raw = (ctypes.c_byte * nbytes).from_address(host)
+        self.host = np.frombuffer(raw, dtype=dtype, count=count)
