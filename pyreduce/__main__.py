@@ -1,12 +1,13 @@
-"""Command line: ``python -m pyreduce [demo|info|tune|tuning]`` (also installed as
-``pyreduce``).
+"""Command line: ``python -m pyreduce [demo|info|tune|tuning|bench]`` (also installed
+as ``pyreduce``).
 
 ``demo`` (the default) runs a few reductions on the best backend present and
 prints each result and time next to NumPy's; it exits non-zero if any result
 disagrees. ``info`` prints the versions and backends this process sees. ``tune``
 measures the best kernel configuration for common cases on this GPU and records
 it (:mod:`pyreduce.tuning`); ``tuning`` lists the recorded choices and
-``tuning --reset`` forgets them.
+``tuning --reset`` forgets them. ``bench OP`` times pyreduce's variants and its
+peers on an operator (:mod:`pyreduce.bench_command`).
 """
 
 from __future__ import annotations
@@ -254,7 +255,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="log2 of the sizes to tune (default: 16 20 24 28)")
     s = sub.add_parser("tuning", help="the recorded tuned choices")
     s.add_argument("--reset", action="store_true", help="forget every recorded choice")
+    _add_bench(sub)
     return p
+
+
+def _add_bench(sub) -> None:
+    from .bench_command import add_parser
+
+    add_parser(sub)
+
+
+def bench(args) -> int:
+    """The ``bench`` command (:mod:`pyreduce.bench_command`)."""
+    if args.backend == "sim" and "numba.cuda" not in sys.modules:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is first imported
+    from .bench_command import run
+
+    return run(args)
 
 
 def _user_add(a, b):
@@ -303,6 +320,8 @@ def main(argv=None) -> int:
         return 0
     if command == "tune":
         return tune(args.dtypes, args.ops, args.sizes)
+    if command == "bench":
+        return bench(args)
     size = getattr(args, "size", None)
     backend = getattr(args, "backend", "auto")
     repeat = max(1, getattr(args, "repeat", 3))
