@@ -356,7 +356,8 @@ def _count(op, dtypes, sizes, backend, variants, peers) -> int:
 def add_parser(sub) -> None:
     """The ``bench`` subcommand's options."""
     b = sub.add_parser("bench", help="time pyreduce's variants and its peers on your op",
-                       description=__doc__.split("\n\n")[0])
+                       description="Time pyreduce's variants and its peers on your "
+                                   "operator: a table, JSON and a chart.")
     b.add_argument("op", help='a Python expression ("lambda a, b: a if a > b else b"), '
                               "module:function, or a built-in op name (add, max, ...)")
     b.add_argument("--dtypes", nargs="+", default=["float32"], metavar="DTYPE",
