@@ -362,27 +362,30 @@ def _case_tables(rows, case, sizes, libs) -> list[str]:
 
 
 def _ratios(rows, cases) -> list[str]:
-    """pyreduce over CuPy (and its lambda over its built-in op), one row per case."""
-    out = [f"| case | bandwidth {_pow(2**28)} | bandwidth {_pow(2**24)} | lambda / built-in, "
-           f"{_pow(2**28)} | host result {_pow(2**10)} | host result {_pow(2**10)}, Numba input "
-           f"| host result {_pow(2**16)} | device result {_pow(2**10)} |",
-           "|---" + "|--:" * 7 + "|"]
-    for case in cases:
-        def ratio(lib, n, key, other="cupy", invert=False):
-            a, b = _row(rows, lib=lib, case=case, n=n), _row(rows, lib=other, case=case, n=n)
-            if a is None or b is None:
-                return "-"
-            return f"{(b[key] / a[key]) if invert else (a[key] / b[key]):.2f}"
+    """pyreduce over CuPy (and its lambda over its built-in op), one row per case:
+    bandwidth in one table, call times in another."""
+    def ratio(case, lib, n, key, other="cupy", invert=False):
+        a, b = _row(rows, lib=lib, case=case, n=n), _row(rows, lib=other, case=case, n=n)
+        if a is None or b is None:
+            return "-"
+        return f"{(b[key] / a[key]) if invert else (a[key] / b[key]):.2f}"
 
-        out.append(
-            f"| {case} | {ratio('pyreduce', 2**28, 'GBps')} | {ratio('pyreduce', 2**24, 'GBps')}"
-            f" | {ratio('pyreduce-lambda', 2**28, 'GBps', other='pyreduce')}"
-            f" | {ratio('pyreduce', 2**10, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce-numba', 2**10, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce', 2**16, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce', 2**10, 'call_us', invert=True)} |")
-    out += ["", "pyreduce against CuPy in the same run: bandwidth is pyreduce's over CuPy's, "
-            "call times CuPy's over pyreduce's, so above 1 favours pyreduce everywhere.", ""]
+    out = [f"| case | bandwidth, {_pow(2**28)} | bandwidth, {_pow(2**24)} | lambda / built-in, "
+           f"{_pow(2**28)} |", "|---" + "|--:" * 3 + "|"]
+    for case in cases:
+        out.append(f"| {case} | {ratio(case, 'pyreduce', 2**28, 'GBps')} | "
+                   f"{ratio(case, 'pyreduce', 2**24, 'GBps')} | "
+                   f"{ratio(case, 'pyreduce-lambda', 2**28, 'GBps', other='pyreduce')} |")
+    out += ["", f"| case | host result, {_pow(2**10)} | the same, Numba input | host result, "
+            f"{_pow(2**16)} | device result, {_pow(2**10)} |", "|---" + "|--:" * 4 + "|"]
+    for case in cases:
+        out.append(f"| {case} | {ratio(case, 'pyreduce', 2**10, 'host_us', invert=True)} | "
+                   f"{ratio(case, 'pyreduce-numba', 2**10, 'host_us', invert=True)} | "
+                   f"{ratio(case, 'pyreduce', 2**16, 'host_us', invert=True)} | "
+                   f"{ratio(case, 'pyreduce', 2**10, 'call_us', invert=True)} |")
+    out += ["", "pyreduce against CuPy in the same run: bandwidth is pyreduce's over CuPy's "
+            "(the lambda's over the built-in op's), call times CuPy's over pyreduce's, so "
+            "above 1 favours pyreduce everywhere.", ""]
     return out
 
 
@@ -474,7 +477,7 @@ def _sweep_summary(rows) -> list[str]:
 
 #: One colour per library, the same in every chart; pyreduce is the one solid line.
 STYLE = {
-    "pyreduce": dict(color="#d62728", ls="-", marker="o", lw=2.2, zorder=3),
+    "pyreduce": dict(color="#d62728", ls="-", marker="o", lw=3, zorder=3),
     "cupy": dict(color="#1f77b4", ls="--", marker="s"),
     "torch": dict(color="#ff7f0e", ls="--", marker="^"),
     "cuda.compute": dict(color="#2ca02c", ls="--", marker="D"),
@@ -496,14 +499,16 @@ def _chart(rows, meta, sizes, libs, path, key):
     latency = key == "host_us"
     shown = [n for n in sizes if (n <= 2**16) == latency]
     libs = [lib for lib in libs if lib in STYLE]
-    fig, axes = plt.subplots(1, len(CHART_CASES), figsize=(5 * len(CHART_CASES), 4.4),
+    # large type: the docs show the chart at about half its width
+    plt.rcParams.update({"font.size": 15, "lines.markersize": 7, "lines.linewidth": 1.8})
+    fig, axes = plt.subplots(1, len(CHART_CASES), figsize=(5 * len(CHART_CASES), 5.2),
                              layout="constrained")
     for ax, case in zip(axes, CHART_CASES):
         for lib in libs:
             pts = [(n, _row(rows, lib=lib, case=case, n=n)) for n in shown]
             pts = [(n, r[key]) for n, r in pts if r is not None]
             if pts:
-                ax.plot(*zip(*pts), ms=4, label=lib, **STYLE[lib])
+                ax.plot(*zip(*pts), label=lib, **STYLE[lib])
         if not latency:
             ax.axhline(meta["ceiling_GBps"], ls=":", color="black", lw=1,
                        label="device-to-device copy")
@@ -525,7 +530,7 @@ def _chart(rows, meta, sizes, libs, path, key):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     fig.legend(entries.values(), entries.keys(), loc="outside lower center",
-               ncol=len(entries), frameon=False)
+               ncol=3, frameon=False)
     what = "call time, small inputs" if latency else "bandwidth, large inputs"
     fig.suptitle(f"{what}: {meta['gpu']}, {meta['date']}")
     fig.savefig(path, dpi=100)

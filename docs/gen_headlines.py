@@ -57,6 +57,13 @@ def _span(values, fmt="{:.2f}", unit="") -> str:
     return (lo if lo == hi else f"{lo}-{hi}") + unit
 
 
+def _against(rows, cases, key) -> str:
+    """pyreduce's span of call times in µs, and CuPy's."""
+    ours = _span([_row(rows, "pyreduce", c, SMALL)[key] for c in cases], "{:.0f}")
+    theirs = _span([_row(rows, "cupy", c, SMALL)[key] for c in cases], "{:.0f}")
+    return f"{ours} (CuPy {theirs})"
+
+
 def column(run: dict) -> list[str]:
     """One GPU's cells, in the order of :data:`LABELS`."""
     rows = run["rows"]
@@ -74,12 +81,8 @@ def column(run: dict) -> list[str]:
         f"{ratio('pyreduce', 'cupy', WIDE, BIG):.2f}",
         _span([ratio("pyreduce-lambda", "pyreduce", c, BIG) for c in cases]),
         _span([ratio("pyreduce", "numba.cuda.reduce", c, BIG) for c in SAME], "{:.0f}"),
-        _span([_row(rows, "pyreduce", c, SMALL)["host_us"] for c in cases], "{:.0f}", " µs")
-        + " against " + _span([_row(rows, "cupy", c, SMALL)["host_us"] for c in cases],
-                              "{:.0f}", " µs"),
-        _span([_row(rows, "pyreduce", c, SMALL)["call_us"] for c in cases], "{:.0f}", " µs")
-        + " against " + _span([_row(rows, "cupy", c, SMALL)["call_us"] for c in cases],
-                              "{:.0f}", " µs"),
+        _against(rows, cases, "host_us"),
+        _against(rows, cases, "call_us"),
         f"{run['meta']['compile']['first_call_s']:.2f} s",
     ]
 
@@ -91,9 +94,8 @@ LABELS = [
     "int8 summed into int64, 2<sup>28</sup> elements: pyreduce / CuPy",
     "a user's lambda / the built-in op, 2<sup>28</sup> elements",
     "pyreduce / `numba.cuda.reduce`, 2<sup>28</sup> elements",
-    "a call returning a host scalar, 2<sup>10</sup> elements: pyreduce against CuPy",
-    "a call leaving the result on the device, 2<sup>10</sup> elements: pyreduce "
-    "against CuPy",
+    "µs per call returning a host scalar, 2<sup>10</sup> elements",
+    "µs per call leaving the result on the device, 2<sup>10</sup> elements",
     "the first call with a new lambda (compile, then run)",
 ]
 
@@ -107,7 +109,7 @@ def render(runs=RUNS) -> str:
     for k, label in enumerate(LABELS):
         lines.append(f"| {label} | " + " | ".join(col[k] for col in cols) + " |")
     dates = sorted({run["meta"]["date"] for run in found})
-    lines += ["", "Ratios above 1 favour pyreduce. Measured by `bench/compare.py run` on "
+    lines += ["", "A ratio above 1 favours the first named. Measured by `bench/compare.py run` on "
               f"{' and '.join(dates)}, every library in one process on the same arrays, "
               "GPU time from CUDA events with the GPU held; raw data: "
               + ", ".join(f"`docs/performance/{name}`" for name in runs) + "."]
