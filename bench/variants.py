@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 
 import numpy as np
@@ -166,18 +167,20 @@ def report(path: str, docs: str = DOCS) -> None:
 
 
 def _resources(resources, top) -> list[str]:
+    """Each variant's first-pass kernel (the one that reads the input): its
+    resources and the plan it ran in."""
     out = [f"### Resources at {_pow(top)} float32 sum", "",
-           "| variant | registers | occupancy | limited by | shared B | local B | launches "
-           "| kernel |", "|---|--:|--:|---|--:|--:|---|---|"]
+           "The first-pass kernel of each variant, the one that reads the input.", "",
+           "| variant | registers | occupancy | limited by | shared B | local B | grid "
+           "| items | launches |", "|---|--:|--:|---|--:|--:|--:|--:|--:|"]
     for name, kernels in resources.items():
-        plan = kernels.get("plan", "")
-        for kname, res in kernels.items():
-            if kname == "plan" or not isinstance(res, dict):
-                continue
-            out.append(f"| {name} | {res['registers']} | {res['occupancy']:.0%} | "
-                       f"{res['limited_by']} | {res['shared_bytes']} | {res['local_bytes']} "
-                       f"| {plan} | `{kname}` |")
-            plan = ""
+        found = re.fullmatch(r"grid (\d+) x (\d+), items (\d+), (\d+) launches?",
+                             kernels.get("plan", ""))
+        grid, block, items, launches = found.groups() if found else ("-",) * 4
+        res = next(r for k, r in kernels.items() if k != "plan" and isinstance(r, dict))
+        out.append(f"| {name} | {res['registers']} | {res['occupancy']:.0%} | "
+                   f"{res['limited_by']} | {res['shared_bytes']} | {res['local_bytes']} | "
+                   f"{grid} x {block} | {items} | {launches} |")
     return out + [""]
 
 

@@ -4,8 +4,9 @@ The docstrings keep their doctests bare (``>>>`` lines, run by ``pytest
 --doctest-modules``). Outside a Google-style ``Examples:`` section Markdown would
 read them as nested block quotes and run them together into one paragraph, so
 each run of lines that starts with ``>>>`` is fenced as a ``pycon`` block here,
-when the docs are built. Sphinx roles (``:func:`tune```) become code spans. The
-source is not changed.
+when the docs are built. Sphinx roles (``:func:`tune```) become code spans, and
+a dataclass's generated docstring (its signature again) is dropped. The source
+is not changed.
 """
 
 from __future__ import annotations
@@ -44,5 +45,10 @@ class DoctestFences(griffe.Extension):
     """Fence the doctests of every docstring griffe loads."""
 
     def on_instance(self, *, obj, **kwargs) -> None:
-        if obj.docstring is not None:
-            obj.docstring.value = _ROLE.sub(r"`\1`", fence_doctests(obj.docstring.value))
+        if obj.docstring is None:
+            return
+        text = obj.docstring.value
+        if obj.is_class and "\n" not in text and text.startswith(f"{obj.name}("):
+            obj.docstring = None  # a dataclass's generated docstring: its signature again
+            return
+        obj.docstring.value = _ROLE.sub(r"`\1`", fence_doctests(text))

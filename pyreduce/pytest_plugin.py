@@ -38,18 +38,6 @@ class GpuBenchmark:
     def __init__(self, benchmark):
         self.benchmark = benchmark  # pytest-benchmark's fixture, for anything else
 
-    @property
-    def extra_info(self) -> dict:
-        return self.benchmark.extra_info
-
-    @property
-    def group(self):
-        return self.benchmark.group
-
-    @group.setter
-    def group(self, value):
-        self.benchmark.group = value
-
     def __call__(self, fn, *args, nbytes: int | None = None, **kwargs):
         """Time ``fn(*args, **kwargs)`` and return what its first call returned.
         ``nbytes`` (the bytes one call reads) is taken by the fixture, not passed
@@ -88,6 +76,22 @@ class GpuBenchmark:
             info["bytes"] = int(nbytes)
             info["GBps"] = nbytes / seconds / 1e9
         return result
+
+    @property
+    def extra_info(self) -> dict:
+        """pytest-benchmark's ``extra_info`` of this test, saved in its JSON:
+        ``device``, ``timing``, ``timer``, ``seconds``, ``bytes``, ``GBps``, and
+        whatever the test adds."""
+        return self.benchmark.extra_info
+
+    @property
+    def group(self):
+        """pytest-benchmark's group of this test (tables compare within a group)."""
+        return self.benchmark.group
+
+    @group.setter
+    def group(self, value):
+        self.benchmark.group = value
 
     def _gpu_rounds(self, call, reps, rounds, hold):
         """pytest-benchmark's pedantic mode, on a clock that advances by the
