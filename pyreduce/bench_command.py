@@ -10,7 +10,6 @@ contender's answer is checked against pyreduce's CPU backend (``ok``).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import importlib

@@ -59,13 +59,12 @@ class GpuBenchmark:
         info = self.benchmark.extra_info
         info.update(device=device, timing=timing,
                     timer=measure.GPU_TIMER if timing == "gpu" else measure.WALL_TIMER)
-        result = fn(*args, **kwargs)  # the first call compiles: never timed
-
         def call():
             return fn(*args, **kwargs)
 
-        if getattr(self.benchmark, "disabled", False):  # --benchmark-disable
-            return result
+        if getattr(self.benchmark, "disabled", False):  # --benchmark-disable: one call
+            return self.benchmark(call)
+        result = call()  # the first call compiles: never timed
         if timing == "gpu":
             self._gpu_rounds(call, reps, rounds, hold)
         else:
