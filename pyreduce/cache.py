@@ -8,6 +8,7 @@ built once even when several threads ask for it at the same moment.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from typing import Callable, Hashable
 
@@ -36,14 +37,16 @@ class KernelCache:
             found = self._entries.get(key)
             if found is not None:
                 self._hits += 1
-                logger.debug("kernel cache hit: %s", _name(key))
+                if logger.isEnabledFor(logging.DEBUG):  # naming the key is not free
+                    logger.debug("kernel cache hit: %s", _name(key))
                 return found
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one builder per key; others wait and then hit
             with self._lock:
                 found = self._entries.get(key)
             if found is None:
-                logger.debug("kernel cache miss, building: %s", _name(key))
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("kernel cache miss, building: %s", _name(key))
                 found = build()
                 with self._lock:
                     self._entries[key] = found

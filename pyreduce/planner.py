@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 
@@ -257,8 +258,9 @@ def make_plan(
         plan = _plans[key] = _make_plan(
             n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align
         )
-        logger.debug("plan for %d elements on %s: %s, %s, grid %d, %d launch(es)", n,
-                     device.name, plan.spec.label, plan.layout, plan.grid, plan.passes)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("plan for %d elements on %s: %s, %s, grid %d, %d launch(es)", n,
+                         device.name, plan.spec.label, plan.layout, plan.grid, plan.passes)
     return plan
 
 
