@@ -33,11 +33,3 @@ def host_seconds(fn, calls=200, rounds=5, min_seconds=0.0):
             fn()
         times.append((time.perf_counter() - t0) / calls)
     return float(np.median(times))
-
-
-def record(benchmark, nbytes, seconds, **info):
-    benchmark.extra_info.update(info)
-    benchmark.extra_info["bytes"] = nbytes
-    if seconds is not None:
-        benchmark.extra_info["device_us"] = seconds * 1e6
-        benchmark.extra_info["GBps"] = nbytes / seconds / 1e9

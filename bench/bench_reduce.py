@@ -2,11 +2,12 @@
 numba.cuda.reduce on the GPU (the libraries and cases of ``bench/peers.py``, which
 ``bench/compare.py`` also uses).
 
-Run: ``python -m pytest bench --benchmark-json=bench.json``. Each GPU case records
-device time (CUDA events, the GPU held while the calls are queued, median of
-batches) and GB/s in ``extra_info``; the
-benchmark's own statistics are the host call latency (host scalar returned).
-Compile time is measured on its own (``test_compile_time``).
+Run: ``python -m pytest bench --benchmark-json=bench.json``. GPU cases are timed
+by the ``gpu_benchmark`` fixture (:mod:`pyreduce.pytest_plugin`): the benchmark's
+statistics are device time per call (CUDA events, the GPU held while the calls
+are queued), ``extra_info`` has GB/s, the device and ``host_us``, the wall time
+of a call that returns a host scalar. Compile time is measured on its own
+(``test_compile_time``).
 """
 
 import time
@@ -16,7 +17,7 @@ import pytest
 
 import pyreduce
 
-from _timing import device_seconds, record
+from _timing import host_seconds
 from peers import CASES, LIBS, UNHELD, calls, data, expected
 
 SIZES_GPU = [2**10, 2**20, 2**28]
@@ -28,7 +29,7 @@ SIZES_CPU = [2**10, 2**20, 10_000_000]
 @pytest.mark.parametrize("n", SIZES_CPU)
 @pytest.mark.parametrize("op", ["sum", "max"])
 @pytest.mark.parametrize("lib", ["pyreduce", "numpy"])
-def test_cpu(benchmark, lib, op, n):
+def test_cpu(gpu_benchmark, lib, op, n):
     x = np.random.default_rng(0).standard_normal(n)
     fn = {
         ("pyreduce", "sum"): lambda: pyreduce.sum(x, backend="cpu"),
@@ -36,11 +37,10 @@ def test_cpu(benchmark, lib, op, n):
         ("numpy", "sum"): lambda: np.sum(x),
         ("numpy", "max"): lambda: np.max(x),
     }[lib, op]
-    fn()
-    benchmark.group = f"cpu {op} float64 n={n}"
-    result = benchmark(fn)
+    gpu_benchmark.group = f"cpu {op} float64 n={n}"
+    result = gpu_benchmark.pedantic(fn, nbytes=x.nbytes, timer="wall")
     assert np.isclose(result, np.sum(x) if op == "sum" else np.max(x))
-    record(benchmark, x.nbytes, None, lib=lib, op=op, n=n, dtype="float64")
+    gpu_benchmark.extra_info.update(lib=lib, op=op, n=n, dtype="float64")
 
 
 # --- GPU: pyreduce against its peers on the same device array (bench/peers.py)
@@ -49,39 +49,38 @@ def test_cpu(benchmark, lib, op, n):
 @pytest.mark.parametrize("n", SIZES_GPU, ids=lambda n: f"2**{n.bit_length() - 1}")
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name.replace(" ", "-"))
 @pytest.mark.parametrize("lib", LIBS)
-def test_gpu(benchmark, gpu, lib, case, n):
+def test_gpu(gpu_benchmark, gpu, lib, case, n):
     pytest.importorskip("cupy")
     x = data(case, n)
     made = calls(lib, case, x)
     if made is None:
         pytest.skip(f"{lib} cannot do {case.name} here")
     device_fn, host_fn = made
-    seconds = device_seconds(device_fn, hold=lib not in UNHELD)
-    benchmark.group = f"gpu {case.name} n=2**{n.bit_length() - 1}"
-    result = benchmark(host_fn)
+    gpu_benchmark.group = f"gpu {case.name} n=2**{n.bit_length() - 1}"
+    gpu_benchmark.pedantic(device_fn, nbytes=x.nbytes, hold=lib not in UNHELD, timer="gpu")
+    result = host_fn()
     want = expected(case, x)
     if case.op == "sum" and case.dtype.startswith("float"):
         assert np.isclose(float(result), want, rtol=1e-3, atol=1e-3 * np.sqrt(n))
     else:
         assert float(result) == float(want)
-    record(benchmark, x.nbytes, seconds, lib=lib, case=case.name, op=case.op,
-           dtype=case.dtype, n=n, gpu=gpu)
+    gpu_benchmark.extra_info.update(lib=lib, case=case.name, op=case.op, dtype=case.dtype,
+                                    n=n, host_us=host_seconds(host_fn) * 1e6)
 
 
-def test_gpu_copy_ceiling(benchmark, gpu):
+def test_gpu_copy_ceiling(gpu_benchmark, gpu):
     """Device-to-device copy of 2**28 float32: the bandwidth ceiling (read + write)."""
     cp = pytest.importorskip("cupy")
     x = cp.ones(2**28, dtype=cp.float32)
     y = cp.empty_like(x)
-    seconds = device_seconds(lambda: cp.copyto(y, x))
-    benchmark.group = "gpu copy ceiling"
-    benchmark(lambda: (cp.copyto(y, x), cp.cuda.Device().synchronize()))
-    record(benchmark, 2 * x.nbytes, seconds, lib="cupy.copyto", n=x.size, gpu=gpu)
+    gpu_benchmark.group = "gpu copy ceiling"
+    gpu_benchmark.pedantic(lambda: cp.copyto(y, x), nbytes=2 * x.nbytes, timer="gpu")
+    gpu_benchmark.extra_info.update(lib="cupy.copyto", n=x.size)
 
 
 def test_compile_time(benchmark, gpu):
     """First call with a new op: code generation and compilation, then a second
-    lambda with the same code (a cache hit)."""
+    lambda with the same code (a cache hit). Host time: pytest-benchmark's own."""
     x = np.arange(1000, dtype=np.float32)
     salt = time.time_ns()  # a closure value never seen before: a genuinely new op
 

@@ -20,7 +20,7 @@ device-to-device copy, read + write bytes) and pyreduce's compile time: the firs
 call with a new op, and a second lambda with the same code. ``sweep`` times
 pyreduce's variants, block sizes, items per thread and grid sizes against CuPy
 and ``variant="auto"`` (at 2**20..2**28, or ``--log2``). ``report`` writes
-``docs/performance/compare.md`` and ``compare.png``.
+``docs/performance/compare.md``, ``compare.png`` and ``compare-latency.png``.
 """
 
 from __future__ import annotations
@@ -282,89 +282,110 @@ def _row(rows, **match):
     return found[0] if found else None
 
 
+def _pow(n: int) -> str:
+    """``n`` as the docs write a power of two: 2<sup>k</sup>."""
+    return f"2<sup>{n.bit_length() - 1}</sup>"
+
+
 def report(path: str, docs: str = DOCS, stem: str = "compare") -> str:
-    """Tables and ratios into ``docs/performance/<stem>.md``, the chart into
-    ``<stem>.png``."""
+    """Tables and ratios into ``docs/performance/<stem>.md``, the charts into
+    ``<stem>.png`` (bandwidth) and ``<stem>-latency.png`` (small calls)."""
     with open(path) as f:
         data_ = json.load(f)
     meta, rows = data_["meta"], data_["rows"]
-    v = meta["versions"]
     sizes = sorted({r["n"] for r in rows})
     libs = [lib for lib in LIBS if any(r["lib"] == lib for r in rows)]
-    comp = meta["compile"]
-    lines = [
-        f"Measured on {meta['gpu']}, {meta['date']}, every library in the same process "
-        f"on the same CuPy input arrays: numba {v.get('numba')}, numba-cuda "
-        f"{v.get('numba-cuda')}, CuPy {v.get('cupy-cuda13x') or v.get('cupy-cuda12x')}, "
-        f"PyTorch {v.get('torch')}, cuda-cccl (cuda.compute) {v.get('cuda-cccl')}. "
-        f"Device-to-device copy (read + write bytes): {meta['ceiling_GBps']:.0f} GB/s. "
-        + (f"The process's first pyreduce call (import, CUDA start, a built-in op) took "
-           f"{comp['process_first_call_s']:.2f} s; then " if "process_first_call_s" in comp
-           else "pyreduce's first call, also the process's first, was ")
-        + f"a call with a new op: {comp['first_call_s']:.2f} s; a second "
-        f"lambda with the same code {comp['same_code_second_call_s'] * 1e3:.2f} ms "
-        f"({comp['second_built']} kernels built).",
-        "",
-    ]
-    for later in meta.get("later", []):
-        lines[-1:-1] = [
-            "", f"Measured in a second process on {later['gpu']}, {later['date']}: "
-            + ", ".join(later["cases"]) + f" (copy ceiling in that process "
-            f"{later['ceiling_GBps']:.0f} GB/s); every library of a case is measured in "
-            "the same process.",
-        ]
-    for case in sorted({r["case"] for r in rows}, key=[c.name for c in CASES].index):
-        big = [n for n in sizes if n >= 2**20]
-        small = [n for n in sizes if n <= 2**16]
-        lines += [f"### {case}", "",
-                  "| library | " + " | ".join(f"2**{n.bit_length() - 1} GB/s" for n in big)
-                  + " | " + " | ".join(f"2**{n.bit_length() - 1} host us" for n in small)
-                  + " | 2**10 device call us |", "|---" * (2 + len(big) + len(small)) + "|"]
-        for lib in libs:
-            cells = []
-            for n in big:
-                r = _row(rows, lib=lib, case=case, n=n)
-                cells.append("-" if r is None else f"{r['GBps']:.0f}"
-                             + ("" if r["correct"] else " (wrong)"))
-            for n in small:
-                r = _row(rows, lib=lib, case=case, n=n)
-                cells.append("-" if r is None else f"{r['host_us']:.1f}")
-            r = _row(rows, lib=lib, case=case, n=2**10)
-            cells.append("-" if r is None or "call_us" not in r else f"{r['call_us']:.1f}")
-            if any(c != "-" for c in cells):
-                lines.append(f"| {lib} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += _ratios(rows, sizes)
+    cases = sorted({r["case"] for r in rows}, key=[c.name for c in CASES].index)
+    lines = [_provenance(meta), ""]
+    lines += _ratios(rows, cases)
+    lines += ["Per case, every library (*pyreduce-numba*: a Numba device array as input; "
+              "*pyreduce-lambda*: the operator as a Python lambda):", ""]
+    for case in cases:
+        lines += [f'=== "{case}"', ""]
+        lines += ["    " + line if line else "" for line in _case_tables(rows, case, sizes, libs)]
     text = "\n".join(lines) + "\n"
     os.makedirs(docs, exist_ok=True)
     with open(os.path.join(docs, f"{stem}.md"), "w") as f:
         f.write(text)
-    _chart(rows, meta, sizes, libs, os.path.join(docs, f"{stem}.png"))
+    _chart(rows, meta, sizes, libs, os.path.join(docs, f"{stem}.png"), "GBps")
+    _chart(rows, meta, sizes, libs, os.path.join(docs, f"{stem}-latency.png"), "host_us")
     return text
 
 
-def _ratios(rows, sizes) -> list[str]:
-    """pyreduce over CuPy, the issue's targets in one table."""
-    out = ["### pyreduce / CuPy, same run", "",
-           "| case | 2**24 bandwidth | 2**28 bandwidth | lambda vs built-in at 2**28 | "
-           "2**10 host (CuPy input) | 2**10 host (Numba input) | 2**16 host | "
-           "2**10 device result |", "|---|---|---|---|---|---|---|---|"]
-    for case in sorted({r["case"] for r in rows}, key=[c.name for c in CASES].index):
-        def ratio(lib, n, key, other="cupy", invert=False):
-            a, b = _row(rows, lib=lib, case=case, n=n), _row(rows, lib=other, case=case, n=n)
-            if a is None or b is None:
-                return "-"
-            return f"{(b[key] / a[key]) if invert else (a[key] / b[key]):.2f}"
+def _provenance(meta) -> str:
+    """Where and with what a run was measured, and its compile times."""
+    v, comp = meta["versions"], meta["compile"]
+    text = (f"{meta['gpu']}, {meta['date']}; numba {v.get('numba')}, numba-cuda "
+            f"{v.get('numba-cuda')}, CuPy {v.get('cupy-cuda13x') or v.get('cupy-cuda12x')}, "
+            f"PyTorch {v.get('torch')}, cuda-cccl (cuda.compute) {v.get('cuda-cccl')}. "
+            f"A device-to-device copy (read + write bytes) reached "
+            f"{meta['ceiling_GBps']:.0f} GB/s. ")
+    if "process_first_call_s" in comp:
+        text += (f"The process's first pyreduce call (import, CUDA start, a built-in op) "
+                 f"took {comp['process_first_call_s']:.2f} s, ")
+    text += (f"the first call with a new lambda {comp['first_call_s']:.2f} s, a second "
+             f"lambda with the same code {comp['same_code_second_call_s'] * 1e3:.2f} ms "
+             f"({comp['second_built']} kernels built).")
+    for later in meta.get("later", []):
+        text += (f" {', '.join(later['cases'])} ran in a second process (copy ceiling "
+                 f"{later['ceiling_GBps']:.0f} GB/s); the libraries of a case always share "
+                 "a process.")
+    return text
 
-        out.append(
-            f"| {case} | {ratio('pyreduce', 2**24, 'GBps')} | {ratio('pyreduce', 2**28, 'GBps')}"
-            f" | {ratio('pyreduce-lambda', 2**28, 'GBps', other='pyreduce')}"
-            f" | {ratio('pyreduce', 2**10, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce-numba', 2**10, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce', 2**16, 'host_us', invert=True)}"
-            f" | {ratio('pyreduce', 2**10, 'call_us', invert=True)} |")
-    out += ["", "Ratios above 1 favour pyreduce (bandwidth: pyreduce / CuPy; latency: "
-            "CuPy / pyreduce).", ""]
+
+def _case_tables(rows, case, sizes, libs) -> list[str]:
+    """Bandwidth at the large sizes, then call times at the small ones."""
+    big = sorted((n for n in sizes if n >= 2**20), reverse=True)
+    small = [n for n in sizes if n <= 2**16]
+    out = ["| library | " + " | ".join(_pow(n) for n in big) + " |",
+           "|---" + "|--:" * len(big) + "|"]
+    for lib in libs:
+        found = [_row(rows, lib=lib, case=case, n=n) for n in big]
+        if any(found):
+            out.append(f"| {lib} | " + " | ".join(
+                "-" if r is None else f"{r['GBps']:.0f}" + ("" if r["correct"] else " (wrong)")
+                for r in found) + " |")
+    out += ["", "GB/s: input bytes over GPU time per call.", "",
+            "| library | device result, " + _pow(2**10) + " | " + " | ".join(
+                f"host result, {_pow(n)}" for n in small) + " |",
+            "|---" + "|--:" * (1 + len(small)) + "|"]
+    for lib in libs:
+        first = _row(rows, lib=lib, case=case, n=2**10)
+        found = [_row(rows, lib=lib, case=case, n=n) for n in small]
+        if first is None and not any(found):
+            continue
+        cells = ["-" if first is None or "call_us" not in first else f"{first['call_us']:.1f}"]
+        cells += ["-" if r is None else f"{r['host_us']:.1f}" for r in found]
+        out.append(f"| {lib} | " + " | ".join(cells) + " |")
+    return out + ["", "µs per call, wall time: back-to-back calls that leave the result on "
+                  "the device, or a call that returns a host scalar.", ""]
+
+
+def _ratios(rows, cases) -> list[str]:
+    """pyreduce over CuPy (and its lambda over its built-in op), one row per case:
+    bandwidth in one table, call times in another."""
+    def ratio(case, lib, n, key, other="cupy", invert=False):
+        a, b = _row(rows, lib=lib, case=case, n=n), _row(rows, lib=other, case=case, n=n)
+        if a is None or b is None:
+            return "-"
+        return f"{(b[key] / a[key]) if invert else (a[key] / b[key]):.2f}"
+
+    out = [f"| case | bandwidth, {_pow(2**28)} | bandwidth, {_pow(2**24)} | lambda / built-in, "
+           f"{_pow(2**28)} |", "|---" + "|--:" * 3 + "|"]
+    for case in cases:
+        out.append(f"| {case} | {ratio(case, 'pyreduce', 2**28, 'GBps')} | "
+                   f"{ratio(case, 'pyreduce', 2**24, 'GBps')} | "
+                   f"{ratio(case, 'pyreduce-lambda', 2**28, 'GBps', other='pyreduce')} |")
+    out += ["", f"| case | host result, {_pow(2**10)} | the same, Numba input | host result, "
+            f"{_pow(2**16)} | device result, {_pow(2**10)} |", "|---" + "|--:" * 4 + "|"]
+    for case in cases:
+        out.append(f"| {case} | {ratio(case, 'pyreduce', 2**10, 'host_us', invert=True)} | "
+                   f"{ratio(case, 'pyreduce-numba', 2**10, 'host_us', invert=True)} | "
+                   f"{ratio(case, 'pyreduce', 2**16, 'host_us', invert=True)} | "
+                   f"{ratio(case, 'pyreduce', 2**10, 'call_us', invert=True)} |")
+    out += ["", "pyreduce against CuPy in the same run: bandwidth is pyreduce's over CuPy's "
+            "(the lambda's over the built-in op's), call times CuPy's over pyreduce's, so "
+            "above 1 favours pyreduce everywhere.", ""]
     return out
 
 
@@ -454,39 +475,66 @@ def _sweep_summary(rows) -> list[str]:
     return out + [""]
 
 
-def _chart(rows, meta, sizes, libs, path):
+#: One colour per library, the same in every chart; pyreduce is the one solid line.
+STYLE = {
+    "pyreduce": dict(color="#d62728", ls="-", marker="o", lw=3, zorder=3),
+    "cupy": dict(color="#1f77b4", ls="--", marker="s"),
+    "torch": dict(color="#ff7f0e", ls="--", marker="^"),
+    "cuda.compute": dict(color="#2ca02c", ls="--", marker="D"),
+    "numba.cuda.reduce": dict(color="#7f7f7f", ls=":", marker="v"),
+}
+CHART_CASES = ["float32 sum", "float32 max", "int8->int64 sum"]
+
+
+def _chart(rows, meta, sizes, libs, path, key):
+    """One idea per chart: bandwidth (``key="GBps"``) or small calls (``"host_us"``)
+    against size, pyreduce (built-in op, CuPy input: its lambda and Numba-input
+    lines coincide with it, see the tables) and each peer."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
 
-    cases = ["float32 sum", "float32 max", "int8->int64 sum"]
-    fig, axes = plt.subplots(2, len(cases), figsize=(5 * len(cases), 9))
-    for col, case in enumerate(cases):
+    latency = key == "host_us"
+    shown = [n for n in sizes if (n <= 2**16) == latency]
+    libs = [lib for lib in libs if lib in STYLE]
+    # large type: the docs show the chart at about half its width
+    plt.rcParams.update({"font.size": 15, "lines.markersize": 7, "lines.linewidth": 1.8})
+    fig, axes = plt.subplots(1, len(CHART_CASES), figsize=(5 * len(CHART_CASES), 5.2),
+                             layout="constrained")
+    for ax, case in zip(axes, CHART_CASES):
         for lib in libs:
-            pts = [(n, _row(rows, lib=lib, case=case, n=n)) for n in sizes]
-            pts = [(n, r) for n, r in pts if r is not None]
-            if not pts:
-                continue
-            style = "-o" if lib.startswith("pyreduce") else "--s"
-            axes[0, col].plot([n for n, _ in pts], [r["GBps"] for _, r in pts], style, ms=3,
-                              label=lib)
-            axes[1, col].plot([n for n, _ in pts], [r["host_us"] for _, r in pts], style,
-                              ms=3, label=lib)
-        axes[0, col].axhline(meta["ceiling_GBps"], ls=":", color="grey", label="copy ceiling")
-        axes[0, col].set_title(f"{case}: bandwidth (device time)")
-        axes[1, col].set_title(f"{case}: host call, result to host")
-        for ax in axes[:, col]:
-            ax.set_xscale("log", base=2)
-            ax.grid(alpha=0.3)
-        axes[1, col].set_yscale("log")
-        axes[1, col].set_xlabel("elements")
-    axes[0, 0].set_ylabel("GB/s")
-    axes[1, 0].set_ylabel("microseconds")
-    axes[0, -1].legend(fontsize=7)
-    fig.suptitle(f"pyreduce and peers on {meta['gpu']}, {meta['date']}")
-    fig.tight_layout()
+            pts = [(n, _row(rows, lib=lib, case=case, n=n)) for n in shown]
+            pts = [(n, r[key]) for n, r in pts if r is not None]
+            if pts:
+                ax.plot(*zip(*pts), label=lib, **STYLE[lib])
+        if not latency:
+            ax.axhline(meta["ceiling_GBps"], ls=":", color="black", lw=1,
+                       label="device-to-device copy")
+        ax.set_title(case)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(shown)
+        ax.set_xlabel("elements")
+        ax.grid(alpha=0.3)
+        if latency:  # plain numbers on the log axis, not powers of ten
+            ax.set_yscale("log")
+            plain = matplotlib.ticker.FuncFormatter(
+                lambda v, _: f"{v:g}" if f"{v:g}"[0] in "1235" else "")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+    axes[0].set_ylabel("µs per call, result returned to the host" if latency
+                       else "GB/s (input bytes / GPU time)")
+    entries = {}  # every library once, whichever panel it appears in
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(entries.values(), entries.keys(), loc="outside lower center",
+               ncol=3, frameon=False)
+    what = "call time, small inputs" if latency else "bandwidth, large inputs"
+    fig.suptitle(f"{what}: {meta['gpu']}, {meta['date']}")
     fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _pick(parser, wanted, pool) -> list:

@@ -2,9 +2,10 @@
 machine with ``NUMBA_ENABLE_CUDASIM=0``, since the root conftest enables the
 simulator by default).
 
-GPU cases time the device with CUDA events (``device_us`` and ``GBps`` in
-``extra_info``) and the whole host call with pytest-benchmark itself; inputs are
-allocated before timing starts. The device name and date go into the JSON's
+GPU cases are timed by pyreduce's ``gpu_benchmark`` fixture: the statistics are
+device time per call (CUDA events, the GPU held while the calls are queued), with
+``GBps``, ``bytes`` and ``device`` in ``extra_info``; inputs are allocated before
+timing starts. The device name and date also go into the JSON's
 ``machine_info``.
 """
 
@@ -53,3 +54,8 @@ def gpu():
     if name is None:
         pytest.skip("no CUDA GPU")
     return name
+
+
+# The fixture of pyreduce's pytest plugin, for checkouts where pyreduce is not
+# installed (an installed pyreduce registers it through its pytest11 entry point)
+from pyreduce.pytest_plugin import gpu_benchmark  # noqa: E402,F401

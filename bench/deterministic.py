@@ -238,20 +238,22 @@ def _e(v: float) -> str:
 
 def accuracy_table(data: dict) -> list[str]:
     meta, rows = data["meta"], data["rows"]
-    names = list(rows[0]["errors"])
+    found = list(rows[0]["errors"])
+    first = [n for n in ("pyreduce deterministic", "pyreduce deterministic (cuda)", "np.sum",
+                         "cupy") if n in found]
+    names = first + [n for n in found if n not in first]  # the telling columns first
     where = (f"on {meta['gpu']} and its host" if meta["gpu"]
              else f"on the host alone ({meta['machine']}, no GPU)")
     out = [f"Measured {where}, {meta['date']} (numpy {meta['numpy']}, numba "
            f"{meta['numba']}). Relative error of the float32 sum against the exact "
            f"sum; *bound*: the tree's bound `d u / (1 - d u) * sum(|x|) / |sum(x)|`.", ""]
     for kind in dict.fromkeys(r["data"] for r in rows):
-        out += [f"#### {kind}", "", "| n | " + " | ".join(names) + " | bound |",
-                "|---|" + "---|" * (len(names) + 1)]
+        out += [f"#### {kind}", "", "| n | bound | " + " | ".join(names) + " |",
+                "|---|" + "--:|" * (len(names) + 1)]
         for r in rows:
             if r["data"] == kind:
-                out.append(f"| 2**{r['n'].bit_length() - 1} | "
-                           + " | ".join(_e(r["errors"][k]) for k in names)
-                           + f" | {_e(r['bound'])} |")
+                out.append(f"| 2<sup>{r['n'].bit_length() - 1}</sup> | {_e(r['bound'])} | "
+                           + " | ".join(_e(r["errors"][k]) for k in names) + " |")
         out.append("")
     checked = [r["cuda_equals_reference"] for r in rows if "cuda_equals_reference" in r]
     if checked:
@@ -261,19 +263,27 @@ def accuracy_table(data: dict) -> list[str]:
 
 
 def cost_table(data: dict) -> list[str]:
+    """The cost of ``deterministic=True``: the telling columns first, then the
+    items per thread; the plans below the table."""
     meta, rows = data["meta"], data["rows"]
-    names = list(rows[0]["GBps"])
+    main = [k for k in ("default", "deterministic", "cupy") if k in rows[0]["GBps"]]
+    rest = [k for k in rows[0]["GBps"] if k not in main]
     out = [f"Measured on {meta['gpu']}, {meta['date']} (numba {meta['numba']}): GB/s of "
            f"input over device time, sums written to a preallocated device result. "
            f"*cost*: the deterministic default's time over the default path's, minus one.",
-           "", "| dtype | n | " + " | ".join(names) + " | cost | bitwise | plan |",
-           "|---|---|" + "---|" * (len(names) + 3)]
+           "", "| dtype | n | cost | bitwise | " + " | ".join(main + rest) + " |",
+           "|---|---|--:|---|" + "--:|" * (len(main) + len(rest))]
     for r in rows:
         cost = r["GBps"]["default"] / r["GBps"]["deterministic"] - 1
-        out.append(f"| {r['dtype']} | 2**{r['n'].bit_length() - 1} | "
-                   + " | ".join(f"{r['GBps'][k]:.0f}" for k in names)
-                   + f" | {cost:+.1%} | {'yes' if r['bitwise'] else 'NO'} | {r['plan']} |")
-    return out + [""]
+        out.append(f"| {r['dtype']} | 2<sup>{r['n'].bit_length() - 1}</sup> | {cost:+.1%} | "
+                   f"{'yes' if r['bitwise'] else 'NO'} | "
+                   + " | ".join(f"{r['GBps'][k]:.0f}" for k in main + rest) + " |")
+    plans = {}  # plan -> the cases that ran it
+    for r in rows:
+        plans.setdefault(r["plan"], []).append(f"{r['dtype']} 2<sup>{r['n'].bit_length() - 1}"
+                                               "</sup>")
+    plans = [f"`{plan}` ({', '.join(cases)})" for plan, cases in plans.items()]
+    return out + ["", "The deterministic kernels' plans: " + "; ".join(plans) + ".", ""]
 
 
 def report(accuracy: str, timing: str | None = None, docs: str = DOCS) -> None:

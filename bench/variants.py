@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 
 import numpy as np
@@ -121,7 +122,13 @@ def _version(dist):
         return None
 
 
+def _pow(n: int) -> str:
+    """``n`` as the docs write a power of two: 2<sup>k</sup>."""
+    return f"2<sup>{n.bit_length() - 1}</sup>"
+
+
 def report(path: str, docs: str = DOCS) -> None:
+    """``results.md`` (tables) and ``variants.png`` (chart) from a ``run``."""
     with open(path) as f:
         data = json.load(f)
     meta, rows = data["meta"], data["rows"]
@@ -131,85 +138,122 @@ def report(path: str, docs: str = DOCS) -> None:
     names = [r["variant"] for r in rows if r["dtype"] == "float32" and r["op"] == "sum"
              and r["n"] == top]
     lines = [
-        f"Measured on {meta['gpu']}, {meta['date']} (numba {meta['numba']}, "
-        f"numba-cuda {meta['numba_cuda']}, CuPy {meta['cupy']}). Device time from CUDA "
-        f"events, result left on the device. Copy ceiling (device-to-device, read + "
-        f"write) at 2**{top.bit_length() - 1}: "
-        f"{meta['ceiling_GBps'][str(top)]:.0f} GB/s.",
+        f"{meta['gpu']}, {meta['date']}; numba {meta['numba']}, numba-cuda "
+        f"{meta['numba_cuda']}, CuPy {meta['cupy']}. GPU time from CUDA events, the "
+        f"result left on the device. A device-to-device copy (read + write bytes) of "
+        f"{_pow(top)} float32 reached {meta['ceiling_GBps'][str(top)]:.0f} GB/s. Below "
+        f"{_pow(2**20)} elements every variant is bound by the host's call, not the "
+        f"kernel, so the tables start there (the raw data has every size).",
         "",
     ]
+    shown = sorted((n for n in sizes if n >= 2**20), reverse=True)
     for dtype, op in CASES:
-        lines += [f"### {dtype} {op}, GB/s", ""]
-        head = "| variant | " + " | ".join(f"2**{n.bit_length() - 1}" for n in sizes) + " |"
-        lines += [head, "|---" * (len(sizes) + 1) + "|"]
+        lines += [f'=== "{dtype} {op}"', "",
+                  "    | variant | " + " | ".join(_pow(n) for n in shown) + " |",
+                  "    |---" + "|--:" * len(shown) + "|"]
         for name in names:
             cells = []
-            for n in sizes:
+            for n in shown:
                 r = next(r for r in rows if r["variant"] == name and r["dtype"] == dtype
                          and r["op"] == op and r["n"] == n)
                 flag = "" if r.get("correct", True) else " (wrong)"
                 cells.append(f"{r['GBps']:.0f}{flag}")
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += ["### Resources at 2**28 float32 sum", "",
-              "| variant | plan | kernel | registers | shared B | local B | occupancy | limited by |",
-              "|---|---|---|---|---|---|---|---|"]
-    for name, kernels in data["resources"].items():
-        plan = kernels.get("plan", "")
-        for kname, res in kernels.items():
-            if kname == "plan" or not isinstance(res, dict):
-                continue
-            lines.append(
-                f"| {name} | {plan} | `{kname}` | {res['registers']} | {res['shared_bytes']} "
-                f"| {res['local_bytes']} | {res['occupancy']:.0%} | {res['limited_by']} |"
-            )
-            plan = ""
-    params = data.get("params") or []
-    if params:
-        lines += ["", f"### Parameters: float32 sum of 2**{PARAM_N.bit_length() - 1}, GB/s",
-                  "", "| variant | block | items=1 | items=2 | items=4 | items=16 |",
-                  "|---|---|---|---|---|---|"]
-        for name in PARAM_VARIANTS:
-            for block in (64, 256, 1024):
-                cells = []
-                for items in (1, 2, 4, 16):
-                    r = [p for p in params if p["variant"] == name and p["block"] == block
-                         and p["items"] == items]
-                    cells.append(f"{r[0]['GBps']:.0f}" if r else "-")
-                lines.append(f"| {name} | {block} | " + " | ".join(cells) + " |")
+            lines.append(f"    | {name} | " + " | ".join(cells) + " |")
+        lines += ["", "    GB/s: input bytes over GPU time per call.", ""]
+    lines += _resources(data["resources"], top) + _parameters_table(data.get("params") or [])
     with open(os.path.join(docs, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     _chart(rows, meta, sizes, names, os.path.join(docs, "variants.png"))
 
 
+def _resources(resources, top) -> list[str]:
+    """Each variant's first-pass kernel (the one that reads the input): its
+    resources and the plan it ran in."""
+    out = [f"### Resources at {_pow(top)} float32 sum", "",
+           "The first-pass kernel of each variant, the one that reads the input.", "",
+           "| variant | registers | occupancy | limited by | shared B | local B | grid "
+           "| items | launches |", "|---|--:|--:|---|--:|--:|--:|--:|--:|"]
+    for name, kernels in resources.items():
+        found = re.fullmatch(r"grid (\d+) x (\d+), items (\d+), (\d+) launches?",
+                             kernels.get("plan", ""))
+        grid, block, items, launches = found.groups() if found else ("-",) * 4
+        res = next(r for k, r in kernels.items() if k != "plan" and isinstance(r, dict))
+        out.append(f"| {name} | {res['registers']} | {res['occupancy']:.0%} | "
+                   f"{res['limited_by']} | {res['shared_bytes']} | {res['local_bytes']} | "
+                   f"{grid} x {block} | {items} | {launches} |")
+    return out + [""]
+
+
+def _parameters_table(params) -> list[str]:
+    if not params:
+        return []
+    out = [f"### Parameters: float32 sum of {_pow(PARAM_N)}, GB/s", "",
+           "| variant | block | items=1 | items=2 | items=4 | items=16 |",
+           "|---|--:|--:|--:|--:|--:|"]
+    for name in PARAM_VARIANTS:
+        for block in (64, 256, 1024):
+            cells = []
+            for items in (1, 2, 4, 16):
+                r = [p for p in params if p["variant"] == name and p["block"] == block
+                     and p["items"] == items]
+                cells.append(f"{r[0]['GBps']:.0f}" if r else "-")
+            out.append(f"| {name} | {block} | " + " | ".join(cells) + " |")
+    return out
+
+
+#: The steps the size chart follows: one per kind of change.
+TRACED = ["naive", "upper_half", "shuffle_tail", "items_per_thread", "last_block"]
+
+
 def _chart(rows, meta, sizes, names, path):
+    """Left: every variant at the largest size, tutorial steps in order. Right: a
+    few steps against size, next to CuPy."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
-    colours = plt.get_cmap("tab20").colors
-    for ax, op in zip(axes, ("sum", "max")):
-        for k, name in enumerate(names):
-            ys = [next(r["GBps"] for r in rows if r["variant"] == name and r["n"] == n
-                       and r["dtype"] == "float32" and r["op"] == op) for n in sizes]
-            if name == "cupy":
-                ax.plot(sizes, ys, "k--", marker="o", ms=3, label="CuPy (CUB)")
-            else:
-                ax.plot(sizes, ys, "-", color=colours[k % len(colours)],
-                        marker="osD^v<>"[k % 7], ms=3, label=name)
-        ceiling = [meta["ceiling_GBps"][str(n)] for n in sizes]
-        ax.plot(sizes, ceiling, ":", color="grey", label="copy (read + write bytes)")
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"float32 {op}")
-        ax.set_xlabel("elements")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("GB/s (input bytes / device time)")
-    axes[1].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"pyreduce variants on {meta['gpu']}, {meta['date']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    import pyreduce
+
+    def gbps(name, n, op="sum"):
+        return next(r["GBps"] for r in rows if r["variant"] == name and r["n"] == n
+                    and r["dtype"] == "float32" and r["op"] == op)
+
+    top = max(sizes)
+    plt.rcParams.update({"font.size": 13})  # the docs show it at about half its width
+    fig, (bars, lines) = plt.subplots(1, 2, figsize=(15, 7), layout="constrained",
+                                      gridspec_kw=dict(width_ratios=[1.1, 1]))
+    variants = [n for n in names if n != "cupy"]
+    steps = {v: pyreduce.variants[v].step for v in variants if v in pyreduce.variants}
+    labels = [f"{steps[v]}. {v}" if steps.get(v) else v for v in variants] + ["CuPy (CUB)"]
+    values = [gbps(v, top) for v in variants] + [gbps("cupy", top)]
+    colours = ["#1f77b4" if steps.get(v) else "#9e9e9e" for v in variants] + ["black"]
+    ypos = range(len(labels))[::-1]
+    bars.barh(list(ypos), values, color=colours)
+    bars.set_yticks(list(ypos), labels)
+    for y, value in zip(ypos, values):
+        bars.text(value + 40, y, f"{value:.0f}", va="center", fontsize=11)
+    bars.axvline(meta["ceiling_GBps"][str(top)], ls=":", color="black", lw=1)
+    bars.set_xlabel("GB/s (input bytes / GPU time)")
+    bars.set_title(f"every variant, float32 sum of $2^{{{top.bit_length() - 1}}}$ elements\n"
+                   "(blue: the tutorial's steps; "
+                   "grey: other variants; dotted: device-to-device copy)", fontsize=12)
+    bars.grid(axis="x", alpha=0.3)
+    colour = plt.get_cmap("tab10").colors
+    for k, name in enumerate(TRACED):
+        lines.plot(sizes, [gbps(name, n) for n in sizes], "-", marker="o", ms=4,
+                   color=colour[k], label=f"{steps[name]}. {name}")
+    lines.plot(sizes, [gbps("cupy", n) for n in sizes], "--", color="black", marker="s",
+               ms=4, label="CuPy (CUB)")
+    lines.set_xscale("log", base=2)
+    lines.set_xlabel("elements")
+    lines.set_ylabel("GB/s")
+    lines.set_title("five steps against size, float32 sum", fontsize=12)
+    lines.grid(alpha=0.3)
+    lines.legend(loc="upper left", fontsize=11)
+    fig.suptitle(f"pyreduce's variants on {meta['gpu']}, {meta['date']}")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main(argv=None):

@@ -1,5 +1,5 @@
-"""Command line: ``python -m pyreduce [demo|info|tune|tuning|cache|warmup]`` (also
-installed as ``pyreduce``).
+"""Command line: ``python -m pyreduce [demo|info|tune|tuning|cache|warmup|bench]``
+(also installed as ``pyreduce``).
 
 ``demo`` (the default) runs a few reductions on the best backend present and
 prints each result and time next to NumPy's; it exits non-zero if any result
@@ -9,7 +9,8 @@ it (:mod:`pyreduce.tuning`); ``tuning`` lists the recorded choices and
 ``tuning --reset`` forgets them. ``cache info`` describes the disk cache of
 compiled kernels and ``cache clear`` empties it (:mod:`pyreduce.diskcache`);
 ``warmup`` builds the common kernels into it ahead of time
-(:mod:`pyreduce.prebuild`).
+(:mod:`pyreduce.prebuild`). ``bench OP`` times pyreduce's variants and its
+peers on an operator (:mod:`pyreduce.bench_command`).
 """
 
 from __future__ import annotations
@@ -270,6 +271,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="element counts (default: a small one and one past twice the L2 "
                         "cache)")
     w.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_bench(sub)
     return p
 
 
@@ -326,6 +328,21 @@ def warmup(args, out=None) -> int:
     return 0
 
 
+def _add_bench(sub) -> None:
+    from .bench_command import add_parser
+
+    add_parser(sub)
+
+
+def bench(args) -> int:
+    """The ``bench`` command (:mod:`pyreduce.bench_command`)."""
+    if args.backend == "sim" and "numba.cuda" not in sys.modules:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba.cuda is first imported
+    from .bench_command import run
+
+    return run(args)
+
+
 def _user_add(a, b):
     return a + b
 
@@ -378,6 +395,8 @@ def main(argv=None) -> int:
         if args.backend == "sim" and "numba.cuda" not in sys.modules:
             os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         return warmup(args)
+    if command == "bench":
+        return bench(args)
     size = getattr(args, "size", None)
     backend = getattr(args, "backend", "auto")
     repeat = max(1, getattr(args, "repeat", 3))

@@ -78,7 +78,7 @@ def reduce(
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
             the logical ops). Input values are cast to it as they are loaded. With
             ``map=``, a tuple of dtypes for a tuple accumulator.
-        backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce[rocm]``; compiled
+        backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce-gpu[rocm]``; compiled
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
         device_result: return the result on the device (GPU backends): a 0-d
             device array instead of a NumPy scalar, or with ``axis`` a device array

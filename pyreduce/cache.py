@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import logging
 import threading
 from typing import Callable, Hashable
+
+from .log import logger
 
 __all__ = ["KernelCache", "CacheInfo", "KERNELS"]
 
@@ -35,12 +38,16 @@ class KernelCache:
             found = self._entries.get(key)
             if found is not None:
                 self._hits += 1
+                if logger.isEnabledFor(logging.DEBUG):  # naming the key is not free
+                    logger.debug("kernel cache hit: %s", _name(key))
                 return found
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one builder per key; others wait and then hit
             with self._lock:
                 found = self._entries.get(key)
             if found is None:
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("kernel cache miss, building: %s", _name(key))
                 found = build()
                 with self._lock:
                     self._entries[key] = found
@@ -66,6 +73,18 @@ class KernelCache:
             self._entries.clear()
             self._key_locks.clear()
             self._hits = self._builds = 0
+
+
+def _name(key) -> str:
+    """A cache key as a log record names it: kernel specs by their label, user
+    operators by their function's name (not their bytecode)."""
+    if getattr(key, "label", None):
+        return key.label
+    if isinstance(key, tuple):
+        if key[:1] == ("fn",) and len(key) > 1:
+            return f"op {key[1]}"
+        return " ".join(filter(None, (_name(part) for part in key)))
+    return "" if isinstance(key, bytes) else str(key)
 
 
 #: Kernels of every backend, and the compiled operators they call.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 
+from .log import logger
 from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
 __all__ = [
@@ -256,6 +258,9 @@ def make_plan(
         plan = _plans[key] = _make_plan(
             n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align
         )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("plan for %d elements on %s: %s, %s, grid %d, %d launch(es)", n,
+                         device.name, plan.spec.label, plan.layout, plan.grid, plan.passes)
     return plan
 
 

@@ -14,7 +14,7 @@ test::
         pyreduce.testing.check_op(my_op, np.int64, identity=0)
 
 This module needs `hypothesis <https://hypothesis.readthedocs.io>`_ (``pip install
-hypothesis``, or ``pyreduce[test]``); ``import pyreduce`` does not import it.
+hypothesis``, or ``pyreduce-gpu[test]``); ``import pyreduce`` does not import it.
 ``reduce(..., check=True)`` checks the laws without it, on a fixed sample.
 """
 
@@ -33,7 +33,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     raise ImportError(
         "pyreduce.testing needs hypothesis, which is not installed: "
-        "pip install hypothesis (or pip install 'pyreduce[test]')"
+        "pip install hypothesis (or pip install 'pyreduce-gpu[test]')"
     ) from exc
 
 from . import backends as _backends
@@ -141,7 +141,7 @@ def _bfloat16_host() -> np.dtype:
         import ml_dtypes
     except ImportError as exc:
         raise TypeError("bfloat16 values on the host need ml_dtypes: pip install ml_dtypes "
-                        "(or pip install 'pyreduce[test]')") from exc
+                        "(or pip install 'pyreduce-gpu[test]')") from exc
     return np.dtype(ml_dtypes.bfloat16)
 
 

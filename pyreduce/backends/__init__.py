@@ -2,7 +2,7 @@
 
 ========  =================================================================
 ``cuda``  numba-cuda on an NVIDIA GPU
-``hip``   numba-hip on an AMD GPU (``pyreduce[rocm]``; untested on hardware)
+``hip``   numba-hip on an AMD GPU (``pyreduce-gpu[rocm]``; untested on hardware)
 ``sim``   the same generated kernels in Numba's CUDA simulator (tests; needs
           ``NUMBA_ENABLE_CUDASIM=1`` before Numba is imported)
 ``cpu``   Numba ``njit`` folds on the host's cores
@@ -156,6 +156,6 @@ def get(name: str, on_device: bool = False):
         }[mode]
         raise RuntimeError(f"backend {name!r} is not available: {why}")
     elif name == "hip" and not _hip_present():
-        raise RuntimeError("backend 'hip' is not available: numba-hip (pyreduce[rocm]) "
+        raise RuntimeError("backend 'hip' is not available: numba-hip (pyreduce-gpu[rocm]) "
                            "is not installed or finds no AMD GPU")
     return _instance(name)

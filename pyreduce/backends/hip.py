@@ -8,7 +8,7 @@
    simulator in the test suite; this module's launch and memory code has never
    run.
 
-Install with ``pip install pyreduce[rocm]`` (numba-hip, which needs ROCm on the
+Install with ``pip install "pyreduce-gpu[rocm]"`` (numba-hip, which needs ROCm on the
 machine and cannot share an environment with numba-cuda). Importing this module
 needs neither: numba-hip is imported when a :class:`HipBackend` is made, and
 nothing here imports ``numba.cuda``.
