@@ -192,7 +192,7 @@ def test_reads_index():
 
 
 # --------------------------------------------------------------------------
-# streaming to a GPU: the simulator, with chunks of up to 32 bytes... 256 bytes
+# streaming to a GPU: the simulator, with chunks of 64 to 256 bytes
 
 
 @pytest.fixture
@@ -540,3 +540,88 @@ def test_every_dtype_streams(chunks, dtype):
     if np.dtype(ref.dtype).kind != "c":
         assert pyreduce.max(x, **SIM) == ref.max()
         assert pyreduce.argmin(x, **SIM) == np.argmin(ref)
+
+
+# --------------------------------------------------------------------------
+# on a real GPU (NUMBA_ENABLE_CUDASIM=0): pinned buffers, streams and events
+
+
+@pytest.fixture
+def gpu_chunks(monkeypatch):
+    """Chunks of 1 MiB (at most 2 MiB), staged from 64 KiB up, host copies in
+    parts of 256 KiB: several chunks, parts and slot reuses at modest sizes."""
+    monkeypatch.setattr(staging, "CHUNK_BYTES", 2 << 20)
+    monkeypatch.setattr(staging, "MIN_CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(staging, "COPY_PIECE_BYTES", 256 << 10)
+    staging.reset()
+    yield
+    staging.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [2**17 + 3, 2**20 + 5, 3 * 2**20 + 1])
+def test_gpu_ordered_op_streamed(gpu_chunks, n):
+    x = affine_data(n, seed=n)
+    call = api.prepare(inspect(x), as_monoid(affine, x.dtype), None, "cuda", Tuning(), None)
+    assert call.streamed is not None
+    assert call.run() == functools.reduce(affine, x)
+    init = np.int64(affine_data(1, seed=1)[0])
+    assert pyreduce.reduce(x, affine, initial=init, backend="cuda") == functools.reduce(
+        affine, x, init)
+
+
+@pytest.mark.gpu
+def test_gpu_streamed_builtins_layouts_and_indices(gpu_chunks):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(3 * 2**20 + 7)
+    x[[2**19, 2**21 + 5]] = x.max() + 1  # ties in two chunks
+    assert pyreduce.argmax(x, backend="cuda") == 2**19
+    x[[2**20 + 9, 3 * 2**20]] = np.nan
+    assert pyreduce.argmax(x, backend="cuda") == 2**20 + 9
+    assert np.isnan(pyreduce.max(x, backend="cuda"))
+    assert pyreduce.nanmax(x, backend="cuda") == np.nanmax(x)
+    ints = rng.integers(-1000, 1000, (1500, 700))
+    for v in (ints, ints[::2, ::-3], ints.T):
+        assert pyreduce.sum(v, backend="cuda") == v.sum()
+        assert pyreduce.reduce(v, last_nonzero, backend="cuda") == functools.reduce(
+            last_nonzero, v.ravel())
+    f32 = rng.standard_normal(2**22).astype(np.float32)
+    assert np.isclose(pyreduce.sum(f32, backend="cuda"), f32.sum(dtype=np.float64),
+                      rtol=1e-4)
+    assert np.isclose(pyreduce.var(f32, backend="cuda"), np.var(f32), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_uploads_and_device_results(gpu_chunks):
+    x = np.arange(3 * 2**20 + 3, dtype=np.int64)
+    got = pyreduce.sum(x, device_result=True, backend="cuda")
+    assert int(np.asarray(got.copy_to_host())) == x.sum()
+    m = x[: 2**20 * 3].reshape(3 * 2**10, 2**10)
+    assert np.array_equal(pyreduce.sum(m, axis=1, backend="cuda"), m.sum(axis=1))
+    assert pyreduce.reduce(x, "add", map=lambda i, v: v * (i % 3), backend="cuda") == (
+        x * (np.arange(x.size) % 3)).sum()
+
+
+@pytest.mark.gpu
+def test_gpu_concurrent_streamed_calls(gpu_chunks, monkeypatch):
+    monkeypatch.setattr(staging, "MOST", 2)
+    xs = [affine_data(2**20 + k, seed=k) for k in range(6)]
+    results = [None] * len(xs)
+
+    def work(k):
+        results[k] = pyreduce.reduce(xs[k], affine, backend="cuda")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert results == [functools.reduce(affine, x) for x in xs]
+
+
+@pytest.mark.gpu
+def test_gpu_auto_route_is_explained(gpu_chunks, store):
+    x = np.random.default_rng(4).standard_normal(2**20)
+    e = pyreduce.explain(x, "max")
+    assert e.route is not None and e.route.gpu_s is not None and e.result == x.max()
+    assert e.backend == ("cuda" if e.route.path == "gpu" else "cpu")
