@@ -92,12 +92,16 @@ def reads_index(fmap) -> bool:
     if name in code.co_cellvars:  # captured by a nested function
         return True
     for ins in dis.get_instructions(code):
-        if ins.opname.startswith("STORE"):
+        names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+        if name not in names or ins.opname in _STORES:
             continue
-        arg = ins.argval
-        if arg == name or (isinstance(arg, tuple) and name in arg):
-            return True
+        if ins.opname == "STORE_FAST_LOAD_FAST" and names[1] != name:
+            continue  # (3.13+) stores ``i``, loads another name
+        return True
     return False
+
+
+_STORES = frozenset({"STORE_FAST", "STORE_FAST_STORE_FAST", "DELETE_FAST"})
 
 
 def pieces(x: np.ndarray, parts: int) -> list:
