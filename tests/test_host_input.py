@@ -337,11 +337,16 @@ def test_concurrent_calls_share_at_most_most_stagers(chunks, monkeypatch):
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(staging.Stager, "__init__", counting)
-    xs = [affine_data(90, seed=s) for s in range(6)]
+    _reduce_at_once([affine_data(90, seed=s) for s in range(6)], SIM)
+    assert 1 <= len(made) <= 2
+
+
+def _reduce_at_once(xs, keywords):
+    """Reduce each of ``xs`` with ``affine`` in its own thread, all at once."""
     results = [None] * len(xs)
 
     def work(k):
-        results[k] = pyreduce.reduce(xs[k], affine, **SIM)
+        results[k] = pyreduce.reduce(xs[k], affine, **keywords)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
     for t in threads:
@@ -349,7 +354,6 @@ def test_concurrent_calls_share_at_most_most_stagers(chunks, monkeypatch):
     for t in threads:
         t.join(300)
     assert results == [functools.reduce(affine, x) for x in xs]
-    assert 1 <= len(made) <= 2
 
 
 def test_small_inputs_are_copied_directly(monkeypatch):
@@ -605,18 +609,7 @@ def test_gpu_uploads_and_device_results(gpu_chunks):
 @pytest.mark.gpu
 def test_gpu_concurrent_streamed_calls(gpu_chunks, monkeypatch):
     monkeypatch.setattr(staging, "MOST", 2)
-    xs = [affine_data(2**20 + k, seed=k) for k in range(6)]
-    results = [None] * len(xs)
-
-    def work(k):
-        results[k] = pyreduce.reduce(xs[k], affine, backend="cuda")
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert results == [functools.reduce(affine, x) for x in xs]
+    _reduce_at_once([affine_data(2**20 + k, seed=k) for k in range(6)], {"backend": "cuda"})
 
 
 @pytest.mark.gpu
