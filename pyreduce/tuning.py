@@ -226,15 +226,17 @@ def _forget_plans() -> None:
 
 
 def show() -> str:
-    """The choices as a table, one line each."""
+    """The choices as a table, one line each, then the host-input cost models."""
     rows = sorted(choices().items(), key=lambda kv: kv[0].text)
-    if not rows:
-        return f"no tuned choices ({path()})"
-    lines = [f"tuned choices ({path()}):"]
+    lines = [f"tuned choices ({path()}):" if rows else f"no tuned choices ({path()})"]
     for key, c in rows:
         grid = "" if c.max_blocks is None else f", at most {c.max_blocks} blocks"
         lines.append(f"  {key.text}: {c.variant} b{c.block_size} i{c.items_per_thread}{grid}"
                      f"  ({c.GBps:.0f} GB/s, {c.tuned_on})")
+    for machine, numbers in sorted(_hosts.items()):
+        lines.append(f"host inputs on {machine}: " + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in numbers.items()))
     return "\n".join(lines)
 
 

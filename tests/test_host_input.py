@@ -499,6 +499,7 @@ def test_host_models_and_choices_share_the_store(store):
     assert tuning.host_model("gpu|16 cpus") == {"h2d_GBps": 42.0}
     assert tuning.host_model("other") is None
     assert list(tuning.choices().values()) == [choice]
+    assert "host inputs on gpu|16 cpus: h2d_GBps 42" in tuning.show()
     tuning._save(table={})  # saving choices keeps the host models
     tuning._loaded = None
     assert tuning.host_model("gpu|16 cpus") == {"h2d_GBps": 42.0}
