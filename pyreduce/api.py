@@ -192,8 +192,9 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     tuning = _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
                      vector_loads)
+    host_result = not device_result and (out is None or isinstance(out, np.ndarray))
     if axis is None and not keepdims:  # the common case first, untouched
-        call = prepare(info, monoid, initial, backend, tuning, stream)
+        call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
         if plain and memo_key is not None and call.plan is not None:
             repeat.remember(memo_key, call, op)
         return call.run(device_result, out)
@@ -203,7 +204,7 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
         _axes_take(monoid, deterministic)
         return partial.reduce_axes(info, monoid, axes, keepdims, initial, backend, tuning,
                                    stream, device_result, out)
-    call = prepare(info, monoid, initial, backend, tuning, stream)
+    call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
     # every axis kept with extent 1: an array, which stays where the input is
@@ -239,7 +240,7 @@ class Prepared:
     performs it; :func:`pyreduce.explain` reads it."""
 
     __slots__ = ("backend", "monoid", "info", "initial", "stream", "device", "flat", "plan",
-                 "fixed_tree")
+                 "fixed_tree", "route", "streamed")
 
     def __init__(self, backend, monoid: Monoid, info, initial, stream, fixed_tree=False):
         self.backend, self.monoid, self.info = backend, monoid, info
@@ -247,6 +248,13 @@ class Prepared:
         self.device = self.flat = self.plan = None
         #: compute pyreduce.deterministic's tree (the cpu backend too)
         self.fixed_tree = fixed_tree
+        #: a host input on a GPU machine: where it goes and why
+        #: (:class:`pyreduce.costmodel.Route`); None otherwise
+        self.route = None
+        #: a host input reduced chunk by chunk on the GPU
+        #: (:class:`pyreduce.backends.staging.Streamed`; ``plan`` is its first
+        #: chunk's), else None
+        self.streamed = None
 
     def detached(self) -> "Prepared":
         """These decisions without the input (what :mod:`pyreduce.repeat` keeps:
@@ -254,6 +262,7 @@ class Prepared:
         twin = Prepared(self.backend, self.monoid, None, self.initial, self.stream,
                         self.fixed_tree)
         twin.device, twin.plan = self.device, self.plan
+        twin.route, twin.streamed = self.route, self.streamed
         return twin
 
     def run(self, device_result: bool = False, out=None, shape=None):
@@ -294,8 +303,14 @@ class Prepared:
             if is_bfloat16(info.dtype):  # the cpu backend folds float32
                 host = bfloat16_to_float32(host)
             value = be.reduce(host, monoid, self.initial, tree=self.fixed_tree)
+        elif self.streamed is not None and buffer is None:
+            value = self.streamed(info.host, self.initial)
         else:
-            run = be.executable(self.plan, monoid, self.device)
+            plan = self.plan
+            if self.streamed is not None:  # a device result: the whole input copied
+                flat = be.flat_input(info, stream)
+                plan = self._whole_plan(flat)
+            run = be.executable(plan, monoid, self.device)
             if buffer is not None:
                 run(flat, stream, self.initial, buffer)
                 return user
@@ -303,22 +318,51 @@ class Prepared:
         value = monoid.result(value)
         return value if shape is None else np.full(shape, value, dtype=monoid.dtype)
 
+    def _whole_plan(self, flat):
+        """The plan of the whole input as one flat device array ``flat``."""
+        return _plan(self.info, self.monoid, self.device, self.streamed.tuning, self.initial,
+                     self.backend.alignment(flat))
 
-def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prepared:
-    """Choose the backend, flatten the input on the device and plan the launches."""
+
+def _plan(info, monoid: Monoid, device, tuning, initial, align: int):
+    """The plan of the whole input, flat on the device with alignment ``align``."""
+    return make_plan(info.size, info.dtype, monoid.dtype, monoid.key, device, tuning,
+                     extra_partials=0 if initial is None else 1, align=align)
+
+
+def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream,
+            host_result: bool = True) -> Prepared:
+    """Choose the backend, flatten the input on the device and plan the launches.
+    A host input on a GPU backend is routed (:mod:`pyreduce.hostroute`: with
+    ``backend="auto"``, to the GPU or the cpu backend, whichever the cost model
+    finds faster; ``host_result=False``, a result asked for on the device, keeps
+    it on the GPU) and, where it can be, reduced chunk by chunk as it is copied
+    (:mod:`pyreduce.backends.staging`)."""
     if initial is not None:
         initial = cast_value(initial, monoid.dtype, "initial")
     be = backends.get(backend_name, on_device=info.on_device)
+    route = None
+    if info.host is not None and info.size and getattr(be, "stages_host_inputs", False):
+        from .hostroute import route as host_route
+
+        route = host_route(info, monoid, be, backend_name, host_result)
+        if route.path == "cpu":
+            be = backends.get("cpu")
     fixed_tree = tuning.variant != "auto" and VARIANTS[tuning.variant].fixed_tree
     call = Prepared(be, monoid, info, initial, be.launch_stream(stream, info), fixed_tree)
+    call.route = route
     if be.name == "cpu" or info.size == 0:
         return call
     call.device = device = be.device(tuning.warp_size)
-    call.flat = be.flat_input(info, call.stream)
-    call.plan = plan = make_plan(
-        info.size, info.dtype, monoid.dtype, monoid.key, device, tuning,
-        extra_partials=0 if initial is None else 1, align=be.alignment(call.flat),
-    )
+    if route is not None and host_result and _streams(info, monoid, fixed_tree):
+        from .backends.staging import Streamed
+
+        call.streamed = Streamed(be, monoid, info.dtype, device, tuning, info.size)
+        call.plan = plan = call.streamed.first_plan()
+    else:
+        call.flat = be.flat_input(info, call.stream)
+        call.plan = plan = _plan(info, monoid, device, tuning, initial,
+                                 be.alignment(call.flat))
     if _needs_commutative(plan.spec.variant) and not monoid.commutative:
         raise ValueError(
             f"variant {plan.spec.variant!r} reorders elements and needs a commutative "
@@ -329,6 +373,14 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream) -> Prep
 
 def _needs_commutative(variant: str) -> bool:
     return VARIANTS[variant].commutative_only
+
+
+def _streams(info, monoid: Monoid, fixed_tree: bool) -> bool:
+    """Whether a host input is reduced chunk by chunk as it is copied (else it
+    is copied whole first): large enough, and a reduction that splits."""
+    from .backends import staging
+
+    return info.host.nbytes > staging.DIRECT_BYTES and staging.streamable(monoid, fixed_tree)
 
 
 def _to_host(info) -> np.ndarray:

@@ -23,9 +23,20 @@ class Explanation:
     kernels: list  # Kernel objects, pass order
     resources: dict  # kernel name -> {registers, shared_bytes, local_bytes} or a note
     result: object
+    #: a host input on a GPU machine: where it went and why, with the cost
+    #: model's estimates (:class:`pyreduce.costmodel.Route`); None otherwise
+    route: object = None
+    #: a host input streamed to the GPU: chunks and elements per chunk
+    chunks: tuple | None = None
 
     def __str__(self):
         lines = [f"backend: {self.backend}", f"device:  {self.device}"]
+        if self.route is not None:
+            lines.append(f"route:   {self.route}")
+        if self.chunks is not None:
+            count, size = self.chunks
+            lines.append(f"chunks:  {count} of up to {size} elements, each reduced as the "
+                         "next is copied; plan of the first:")
         p = self.plan
         if isinstance(p, Plan):
             lines.append(
@@ -93,14 +104,19 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
                             kwargs.get("device_result", False), None)
         result = call.run()
     else:
+        device_result = kwargs.get("device_result", False)
         call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
-                       tuning, kwargs.get("stream", 0))
-        result = call.run(kwargs.get("device_result", False))
+                       tuning, kwargs.get("stream", 0), host_result=not device_result)
+        result = call.run(device_result)
     be = call.backend
+    route = getattr(call, "route", None)
     if call.plan is None:
         return Explanation(be.name, "host CPU" if be.name == "cpu" else be.name, None, [], {},
-                           result)
+                           result, route)
     exe = be.executable(call.plan, monoid, call.device)
     kernels = list(exe.kernels.values())
     resources = {k.name: _resources(be, k, call.device) for k in kernels}
-    return Explanation(be.name, call.device.name, call.plan, kernels, resources, result)
+    streamed = getattr(call, "streamed", None)
+    chunks = None if streamed is None else (streamed.count, streamed.chunk)
+    return Explanation(be.name, call.device.name, call.plan, kernels, resources, result,
+                       route, chunks)

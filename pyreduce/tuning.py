@@ -11,6 +11,9 @@ use it, in this process and in every later one: the choices live in a JSON file
 (:func:`path`: ``$PYREDUCE_TUNING_FILE``, else ``$XDG_CACHE_HOME/pyreduce/`` or
 ``~/.cache/pyreduce/``, ``tuning.json``). :func:`show` lists them and
 :func:`reset` forgets them; ``python -m pyreduce tune`` tunes the common cases.
+The same file keeps, per machine, the numbers of the cost model that sends a
+host array to the GPU or the cpu backend (:func:`host_model`,
+:mod:`pyreduce.costmodel`).
 
 Nothing is tuned behind the user's back: timing candidates compiles a kernel for
 each, seconds of work that a first call should not pay.
@@ -33,7 +36,7 @@ import time
 import numpy as np
 
 __all__ = ["Key", "Choice", "tune", "show", "reset", "choices", "lookup", "path",
-           "CANDIDATES", "device_seconds"]
+           "CANDIDATES", "device_seconds", "host_model", "save_host_model"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,35 +112,72 @@ def choices() -> dict:
 
 
 def _table() -> dict:
-    global _loaded, _loaded_from
+    global _loaded, _loaded_from, _hosts
     where = path()
     if _loaded is None or _loaded_from != where:
         with _lock:
-            table = {}
+            table, hosts = {}, {}
             try:
-                with open(where) as f:
-                    raw = json.load(f)
+                raw = _read(where)
                 for text, value in raw.get("choices", {}).items():
                     table[text] = Choice(**value)
+                hosts = {str(k): dict(v) for k, v in raw.get("host", {}).items()}
             except FileNotFoundError:
                 pass
-            except (ValueError, TypeError, KeyError) as exc:  # a damaged file: ignored
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:  # damaged: ignored
                 import warnings
 
                 warnings.warn(f"pyreduce: ignoring the unreadable tuning file {where}: {exc}",
                               stacklevel=3)
-            _loaded, _loaded_from = table, where
+            _loaded, _loaded_from, _hosts = table, where, hosts
     return _loaded
 
 
-def _save(table: dict) -> None:
+def _read(where: str) -> dict:
+    with open(where) as f:
+        return json.load(f)
+
+
+def _save(table: dict | None = None, hosts: dict | None = None) -> None:
+    """Write the choices and the host models, each as given or as read now from
+    the file (another process may have added to it since this one read it)."""
     where = path()
+    try:
+        raw = _read(where)
+    except (OSError, ValueError):
+        raw = {}
+    choices_now = raw.get("choices", {}) if table is None else {
+        k: dataclasses.asdict(c) for k, c in sorted(table.items())}
+    hosts_now = raw.get("host", {}) if hosts is None else hosts
     os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
     tmp = f"{where}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"version": 1, "choices": {k: dataclasses.asdict(c)
-                                             for k, c in sorted(table.items())}}, f, indent=1)
+        json.dump({"version": 1, "choices": choices_now, "host": hosts_now}, f, indent=1)
     os.replace(tmp, where)  # readers never see half a file
+
+
+_hosts: dict = {}  # machine -> the numbers of pyreduce.costmodel.HostModel
+
+
+def host_model(machine: str) -> dict | None:
+    """The host-input cost model's numbers recorded for ``machine``
+    (:mod:`pyreduce.costmodel`), or None."""
+    _table()
+    found = _hosts.get(machine)
+    return None if found is None else dict(found)
+
+
+def save_host_model(machine: str, numbers: dict) -> None:
+    """Record the cost model's numbers for ``machine``, beside the choices."""
+    global _loaded
+    with _lock:
+        try:
+            hosts = dict(_read(path()).get("host", {}))
+        except (OSError, ValueError, AttributeError):
+            hosts = {}
+        hosts[machine] = dict(numbers)
+        _save(hosts=hosts)
+        _loaded = None
 
 
 def op_kind(op_key) -> str:
@@ -168,7 +208,7 @@ def lookup(device, in_dtype, acc_dtype, op_key, n: int):
 
 
 def reset() -> None:
-    """Forget every choice (the file is removed)."""
+    """Forget every choice and host-input cost model (the file is removed)."""
     global _loaded
     with _lock:
         try:
@@ -186,15 +226,17 @@ def _forget_plans() -> None:
 
 
 def show() -> str:
-    """The choices as a table, one line each."""
+    """The choices as a table, one line each, then the host-input cost models."""
     rows = sorted(choices().items(), key=lambda kv: kv[0].text)
-    if not rows:
-        return f"no tuned choices ({path()})"
-    lines = [f"tuned choices ({path()}):"]
+    lines = [f"tuned choices ({path()}):" if rows else f"no tuned choices ({path()})"]
     for key, c in rows:
         grid = "" if c.max_blocks is None else f", at most {c.max_blocks} blocks"
         lines.append(f"  {key.text}: {c.variant} b{c.block_size} i{c.items_per_thread}{grid}"
                      f"  ({c.GBps:.0f} GB/s, {c.tuned_on})")
+    for machine, numbers in sorted(_hosts.items()):
+        lines.append(f"host inputs on {machine}: " + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in numbers.items()))
     return "\n".join(lines)
 
 
@@ -319,10 +361,9 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
             best = Choice(variant, block, items, max_blocks, gbps,
                           datetime.date.today().isoformat())
     if save:
-        with _lock:
-            table = dict(_table())
+        table = dict(_table())  # (not under _lock: _table takes it to load)
         table[key_for(device, info.dtype, monoid.dtype, monoid.key, info.size).text] = best
-        _save(table)
+        _save(table=table)
         global _loaded
         _loaded = None
         _forget_plans()

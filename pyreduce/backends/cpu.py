@@ -22,8 +22,9 @@ The built-in ops themselves go to NumPy's own reductions (``np.add.reduce`` and
 friends, with the accumulator as ``dtype``): they have the semantics decided in
 :mod:`pyreduce.ops` (NaN propagates through ``np.maximum`` and is ignored by
 ``np.fmax``, integers wrap in the accumulator) and SIMD loops with NaN handling
-that Numba does not generate for ``a if a > b or a != a else b``. The generated
-folds serve every other op.
+that Numba does not generate for ``a if a > b or a != a else b``. Large inputs
+are split over the cores for them too (:mod:`pyreduce.backends.cpu_parallel`).
+The generated folds serve every other op.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .. import njitcache
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
+from . import cpu_parallel
 from .base import check_stream
 from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
@@ -227,13 +229,12 @@ class CpuBackend:
 
             return reduce_host(host, monoid, initial)
         if monoid.host is not None:  # a built-in with a NumPy implementation
-            with np.errstate(all="ignore"):
-                acc = monoid.host(host)
+            acc = cpu_parallel.reduce_host(host, monoid, self._executor, self.threads)
             return acc if initial is None else compiled_step(monoid)(initial, acc)
         ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
         if ufunc is not None:
-            with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
-                result = ufunc.reduce(host, axis=None, dtype=monoid.dtype)
+            result = cpu_parallel.reduce_ufunc(host, ufunc, monoid, self._executor,
+                                               self.threads)
             if initial is not None:
                 with np.errstate(all="ignore"):
                     result = ufunc(monoid.dtype.type(initial), result, dtype=monoid.dtype)

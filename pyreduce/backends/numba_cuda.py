@@ -27,7 +27,7 @@ from .dialect import CUDA, SIM
 from .opcheck import check_op
 from .express import express
 from .results import maker
-from . import fastpath
+from . import fastpath, staging
 from .cudadriver import DeviceMemory, MappedMemory, attribute, compute_capability, device_name
 from .fastpath import (
     DeviceView, MappedView, PreparedLaunch, current_device, read_array, read_scalar, stream_handle,
@@ -42,9 +42,12 @@ _SIM_LOCK = renew_in_child(threading.RLock())
 class NumbaCudaBackend(GeneratedBackend):
     """What the simulator and the GPU share: ``numba.cuda`` as the kernel module,
     imported on first use (a GPU process whose kernels are all in the disk cache
-    reduces device arrays without it)."""
+    reduces device arrays without it), and host inputs copied through pinned
+    staging buffers (:mod:`pyreduce.backends.staging`)."""
 
     dialect = CUDA
+    #: host inputs go through :mod:`pyreduce.backends.staging`
+    stages_host_inputs = True
 
     def __init__(self):
         pass
@@ -58,6 +61,22 @@ class NumbaCudaBackend(GeneratedBackend):
     @property
     def gpu(self):
         return self.cuda
+
+    def stream_arg(self, stream):
+        """A Numba stream as this backend's launches take it."""
+        return stream
+
+    def as_flat(self, arr):
+        """A flat Numba device array as this backend's kernels take it."""
+        return arr
+
+    def flat_input(self, info, stream):
+        if info.device is None:  # on the host: complete before any stream reads it
+            return self.as_flat(staging.upload(self, info.host))
+        return super().flat_input(info, stream)
+
+    def upload(self, host, stream):
+        return self.as_flat(staging.upload(self, host))
 
 
 class SimBackend(NumbaCudaBackend):
@@ -221,17 +240,19 @@ class CudaBackend(NumbaCudaBackend):
         """A Numba stream object for ``handle`` (Numba's own calls need one)."""
         return self.cuda.external_stream(handle) if handle else 0
 
+    def stream_arg(self, stream) -> int:
+        return int(stream)
+
+    def as_flat(self, arr):
+        return view_of(arr)
+
     def flat_input(self, info, stream):
         if info.device is None:  # on the host
-            # a synchronous copy: complete before any stream reads it
-            return view_of(self.cuda.to_device(np.ascontiguousarray(info.host).reshape(-1)))
+            return super().flat_input(info, stream)
         view = view_from(info.fields, info.device, stream)
         if view is None:  # N-D and not C-contiguous: gather it into C order
             view = self.gather_input(info, range(len(info.fields.shape)), stream)
         return view
-
-    def upload(self, host, stream):
-        return view_of(self.cuda.to_device(np.ascontiguousarray(host)))
 
     def input_strides(self, info):
         return info.fields.byte_strides()

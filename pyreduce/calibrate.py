@@ -1,0 +1,184 @@
+"""Measuring the host-input cost model (:mod:`pyreduce.costmodel`) of a machine.
+
+:func:`model` gives the numbers for the GPU a call would use: the ones recorded
+in the tuning store, else (the first host-array call with ``backend="auto"`` on
+a machine) a quick measurement of the numbers that need no compiled kernel: the
+pinned copy to the device, the host threads' copy into pinned memory and the
+cpu backend's built-in rate, some 20-50 ms of work, recorded for later
+processes. Until :func:`calibrate` (``python -m pyreduce tune``) measures the
+rest, which take compiles, the GPU path's fixed cost per call and reduction
+rate keep :data:`pyreduce.costmodel.DEFAULTS`, and the cpu backend's fold of a
+user's op is taken to fold a float64 per 8 bytes of the built-in rate on all
+threads and at a quarter of it on one (where it keeps one dependency chain per
+stream and no SIMD: on a 2-core host it took about 4 times NumPy's ``max``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import costmodel, tuning
+
+__all__ = ["model", "calibrate", "machine"]
+
+#: Bytes of the arrays timed (twice a staging slot: two chunks in flight).
+SAMPLE_BYTES = 16 << 20
+#: Timed repeats; the fastest counts.
+REPEATS = 3
+
+_models: dict = {}
+_lock = threading.Lock()
+
+
+def machine(backend) -> str:
+    """The tuning store's name for this machine: the GPU and the host's cores."""
+    return f"{tuning.device_label(backend.device())}|{os.cpu_count()} cpus"
+
+
+def model(backend) -> costmodel.HostModel:
+    """The cost model of this machine with ``backend``'s current GPU: recorded,
+    else measured quickly now (and recorded), else the defaults."""
+    key = machine(backend)
+    found = _models.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        found = _models.get(key)
+        if found is None:
+            recorded = tuning.host_model(key)
+            if recorded is not None:
+                found = costmodel.HostModel.from_dict(recorded)
+            else:
+                found = _quick(backend, key)
+            _models[key] = found
+    return found
+
+
+def forget() -> None:
+    """Drop the models this process has read (the store keeps them)."""
+    _models.clear()
+
+
+def _quick(backend, key: str) -> costmodel.HostModel:
+    try:
+        found = costmodel.HostModel.from_dict(
+            dict(_cheap(backend), source=f"quick {datetime.date.today().isoformat()}"))
+    except Exception as exc:  # a failed measurement must not fail the user's call
+        import warnings
+
+        warnings.warn(f"pyreduce: could not measure the host-input cost model ({exc}); "
+                      "using defaults", stacklevel=4)
+        return costmodel.DEFAULTS
+    try:
+        tuning.save_host_model(key, found.as_dict())
+    except OSError:
+        pass  # a read-only cache: measured again by the next process
+    return found
+
+
+def _best(fn, repeats: int = REPEATS) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _cheap(backend) -> dict:
+    """The numbers measured without a compiled kernel, in 1e9 bytes/s."""
+    from .backends import get, staging
+
+    src = np.ones(SAMPLE_BYTES // 8)
+    out = {}
+    with staging.stager(backend) as st:
+        slot = st.slot_bytes
+        half = src[: slot // 8]
+
+        def send():
+            for k in range(staging.SLOTS):
+                st.device[k].copy_to_device(st.pinned[k], stream=st.copy_stream)
+            st.copy_stream.synchronize()
+
+        def stage():
+            cpu = get("cpu")
+            futures = st.stage(half, 0, half.size, 0, cpu._executor, cpu.threads)
+            for f in futures:
+                f.result()
+
+        out["h2d_GBps"] = staging.SLOTS * slot / _best(send) / 1e9
+        out["stage_GBps"] = half.nbytes / _best(stage) / 1e9
+    out.update(_cpu_builtin(src))
+    return out
+
+
+def _cpu_builtin(src: np.ndarray) -> dict:
+    from .backends import get
+    from .backends.cpu_parallel import MIN_BYTES
+    from .ops import as_monoid
+
+    cpu = get("cpu")
+    add = as_monoid("add", src.dtype)
+    serial = src[: MIN_BYTES // src.itemsize]
+    tiny = src[:8]
+    parallel_GBps = src.nbytes / _best(lambda: cpu.reduce(src, add)) / 1e9
+    serial_GBps = serial.nbytes / _best(lambda: cpu.reduce(serial, add)) / 1e9
+    return {
+        "cpu_GBps": parallel_GBps, "cpu_serial_GBps": serial_GBps,
+        "cpu_user_ns": 8 / parallel_GBps, "cpu_user_serial_ns": 4 * 8 / serial_GBps,
+        "cpu_call_us": _best(lambda: cpu.reduce(tiny, add), 50) * 1e6,
+    }
+
+
+def _user_add(a, b):
+    return a + b
+
+
+def calibrate(backend=None, save: bool = True) -> costmodel.HostModel:
+    """Measure every number of the model on this machine (compiling a GPU
+    kernel and a cpu fold for it: seconds), record it unless ``save`` is
+    False, and return it."""
+    from . import backends
+    from .backends import get, staging
+    from .ops import as_monoid
+
+    be = backend or backends.get("cuda")
+    numbers = _cheap(be)
+    src = np.random.default_rng(0).random(SAMPLE_BYTES // 8)
+    cpu = get("cpu")
+    user = as_monoid(_user_add, src.dtype)
+    serial = src[: (1 << 20)]
+    numbers["cpu_user_ns"] = _best(lambda: cpu.reduce(src, user)) / src.size * 1e9
+    numbers["cpu_user_serial_ns"] = _best(lambda: cpu.reduce(serial, user)) / serial.size * 1e9
+    numbers.update(_gpu(be, src, staging))
+    found = costmodel.HostModel.from_dict(
+        dict(numbers, source=f"measured {datetime.date.today().isoformat()}"))
+    if save:
+        tuning.save_host_model(machine(be), found.as_dict())
+        with _lock:
+            _models[machine(be)] = found
+    return found
+
+
+def _gpu(be, src: np.ndarray, staging) -> dict:
+    """The GPU path's fixed cost (a streamed sum of a few elements) and the
+    device's reduction rate (a sum of a device array)."""
+    from .api import prepare
+    from .interop import inspect
+    from .ops import as_monoid
+    from .planner import Tuning
+
+    add = as_monoid("add", src.dtype)
+    small = src[: (staging.DIRECT_BYTES // 8) + 1]  # just past the direct copies
+    call = prepare(inspect(small), add, None, be.name, Tuning(), None)
+    fixed = _best(call.run, 20)
+    device = be.gpu.to_device(src)
+    on_device = prepare(inspect(device), add, None, be.name, Tuning(), None)
+    reduce_s = tuning.device_seconds(lambda: on_device.run(device_result=True), 20, 3)
+    return {"gpu_call_us": fixed * 1e6, "gpu_GBps": src.nbytes / reduce_s / 1e9}

@@ -1,0 +1,51 @@
+"""The route of a host array on a GPU backend: the GPU or the cpu backend.
+
+A backend named by the caller is used as named. ``backend="auto"`` asks the cost
+model (:mod:`pyreduce.costmodel`, numbers from :mod:`pyreduce.calibrate`) for
+the faster of the GPU, with the input streamed through pinned buffers, and the
+cpu backend, on every call; a result asked for on the device goes to the GPU.
+"""
+
+from __future__ import annotations
+
+from .costmodel import Route, choose
+
+__all__ = ["route", "folds_on_cpu"]
+
+
+def folds_on_cpu(monoid) -> bool:
+    """Whether the cpu backend runs ``monoid`` with a generated fold (a user's
+    op, a built-in under an element map) rather than a NumPy reduction."""
+    from .backends.cpu import UFUNCS
+
+    if monoid.host is not None:
+        return False
+    return not (monoid.key[0] == "builtin" and monoid.name in UFUNCS)
+
+
+def route(info, monoid, backend, asked: str, host_result: bool, model=None) -> Route:
+    """Where the host input ``info`` is reduced; ``backend`` is the GPU backend
+    ``asked`` (a name, or ``"auto"``) resolved to. ``model``: the cost model
+    (default: this machine's, :func:`pyreduce.calibrate.model`)."""
+    if asked != "auto":
+        return Route("gpu", None, None, f"backend={asked!r} was asked for")
+    if not host_result:
+        return Route("gpu", None, None, "the result is asked for on the device")
+    from . import backends
+    from .backends import cpu_parallel, staging
+    from .backends.cpu import PARALLEL_MIN
+    from .dtypes import storage
+
+    if model is None:
+        from .calibrate import model as measured
+
+        model = measured(backend)
+    itemsize = storage(info.dtype).itemsize
+    threads = backends.get("cpu").threads
+    never = 1 << 62
+    return choose(
+        model, info.size, itemsize, folds_on_cpu(monoid),
+        chunk_bytes=staging.chunk_elements(info.size, itemsize) * itemsize,
+        split_bytes=2 * cpu_parallel.MIN_BYTES if threads > 1 else never,
+        split_elements=2 * PARALLEL_MIN if threads > 1 else never,
+    )
