@@ -1151,3 +1151,18 @@ def test_gpu_a_warm_process_reduces_a_cupy_array_without_numba(cache_dir):
     assert first["stores"] >= 1 and first["numba"]
     assert second["hits"] == first["stores"] and second["stores"] == 0
     assert not second["numba"]
+
+
+def test_cubin_bytes_reads_every_form_numba_cuda_returns(tmp_path):
+    """numba-cuda's ``get_cubin()`` returns bytes, or a ``cuda.core`` ObjectCode
+    whose ``code`` is the bytes or a file's path; the store needs the bytes."""
+    from types import SimpleNamespace
+
+    from pyreduce.backends.cubins import cubin_bytes
+
+    image = bytes(range(256)) * 3
+    path = tmp_path / "k.cubin"
+    path.write_bytes(image)
+    assert cubin_bytes(image) == image
+    assert cubin_bytes(SimpleNamespace(code=image)) == image
+    assert cubin_bytes(SimpleNamespace(code=str(path))) == image

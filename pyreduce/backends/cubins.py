@@ -117,9 +117,20 @@ def _compile(kernel, argtypes) -> tuple:
     library = compiled._codelibrary
     handle = int(library.get_cufunc().handle)
     diskcache.report_compile(f"the kernel {kernel.spec.label}", time.perf_counter() - start)
-    image = bytes(library.get_cubin())
+    image = cubin_bytes(library.get_cubin())
     _remember_toolchain()
     return handle, image, compiled.entry_name
+
+
+def cubin_bytes(cubin) -> bytes:
+    """The bytes of a linked image as numba-cuda returns it: bytes, or (since it
+    links with ``cuda.core``) an ``ObjectCode``, whose ``code`` holds the bytes
+    or the path of a file with them."""
+    code = getattr(cubin, "code", cubin)
+    if isinstance(code, str):
+        with open(code, "rb") as f:
+            return f.read()
+    return bytes(code)
 
 
 def load_function(image: bytes, entry: str) -> int:
