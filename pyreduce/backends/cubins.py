@@ -268,25 +268,40 @@ def toolchain() -> tuple | None:
 
 def _remember_toolchain() -> None:
     """Record the NVVM library Numba loaded, for :func:`toolchain` here and in
-    later processes."""
+    later processes. Where it cannot be identified nothing is recorded: the
+    kernels then stay out of the disk cache, and compiling is unaffected."""
     env = _environment()
     if env in _toolchain:
         return
-    from numba.cuda.cudadrv.nvvm import NVVM
-
-    nvvm = NVVM()
-    path = _loaded_path(getattr(nvvm.driver, "_name", "") or "")
     try:
-        st = os.stat(path)
-    except (OSError, TypeError):
-        return  # not found on disk: nothing to check later, so nothing is stored
-    stamp = [path, st.st_size, st.st_mtime_ns, list(nvvm.get_version())]
-    _toolchain[env] = (env, path, st.st_size, st.st_mtime_ns, tuple(stamp[3]))
+        stamp = _nvvm_stamp()
+    except Exception:  # numba-cuda's NVVM wrapper differs between builds
+        diskcache.log.debug("pyreduce cache: NVVM not identified", exc_info=True)
+        return
+    if stamp is None:
+        return
+    _toolchain[env] = (env, *stamp[:3], tuple(stamp[3]))
     stamps = _read_stamps()
     if stamps.get(env) == stamp or not diskcache.enabled():
         return
     stamps[env] = stamp
     diskcache.write_file(_stamp_path(), json.dumps(stamps, sort_keys=True).encode())
+
+
+def _nvvm_stamp() -> list | None:
+    """``[path, size, mtime, version]`` of the NVVM library this process loaded
+    (found by the name Numba opened it by, else among the mapped files), or None
+    where its file is not found."""
+    from numba.cuda.cudadrv.nvvm import NVVM
+
+    nvvm = NVVM()
+    name = getattr(getattr(nvvm, "driver", None), "_name", "") or ""
+    path = (_loaded_path(name) if name else None) or _loaded_path("libnvvm")
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):
+        return None  # not found on disk: nothing to check later
+    return [path, st.st_size, st.st_mtime_ns, list(nvvm.get_version())]
 
 
 def _loaded_path(name: str) -> str | None:
