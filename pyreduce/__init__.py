@@ -39,16 +39,21 @@ def __getattr__(name):
 
 
 def cache_info():
-    """Hits, builds and size of the kernel cache (all backends)."""
+    """Hits, builds, size, bound (``maxsize``) and evictions of the kernel cache
+    (all backends). It keeps the ``maxsize`` most recently used kernels and
+    compiled operators (:data:`pyreduce.cache.KERNELS_MAXSIZE`;
+    ``pyreduce.cache.KERNELS.resize(n)`` changes it)."""
     return _KERNELS.info()
 
 
 def cache_clear():
     """Forget every built kernel and compiled operator, the plans that hold them,
-    and the calls remembered with them (:mod:`pyreduce.repeat`)."""
-    from . import batch, driver, planner
+    the calls remembered with them (:mod:`pyreduce.repeat`) and every other memo
+    (:data:`pyreduce.cache.MEMOS`)."""
+    from . import planner
+    from .cache import MEMOS
 
     _KERNELS.clear()
-    planner.clear_plans()
-    batch.clear_plans()
-    driver.schedule.cache_clear()
+    planner.clear_plans()  # and what was decided with them
+    for memo in MEMOS.values():
+        memo.clear()

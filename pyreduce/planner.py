@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from .cache import Memo
 from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
 __all__ = [
@@ -216,7 +217,8 @@ def vector_width(items: int, dtype: np.dtype, align: int, device: DeviceInfo,
     return width
 
 
-_plans: dict = {}
+#: call shape -> Plan; a plan keeps its executables (kernels, workspaces)
+_plans = Memo("plans", 256)
 _on_clear: list = []
 
 
@@ -247,15 +249,14 @@ def make_plan(
     driver puts before the block partials (an initial value); they force a
     finishing pass. ``align`` is :func:`address_alignment` of the input. Plans are
     remembered: the same call shape plans once."""
-    key = (n, in_dtype.char, acc_dtype.char, op_key, device.key, device.warp, tuning,
+    # dtypes, not their one-letter codes: every tuple accumulator's code is 'V'
+    key = (n, in_dtype, acc_dtype, op_key, device.key, device.warp, tuning,
            extra_partials, align)
     plan = _plans.get(key)
     if plan is None:
-        if len(_plans) > 4096:  # many distinct sizes: start over rather than grow
-            _plans.clear()
-        plan = _plans[key] = _make_plan(
-            n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align
-        )
+        plan = _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials,
+                          align)
+        _plans.put(key, plan)
     return plan
 
 
