@@ -40,8 +40,10 @@ def __getattr__(name):
 
 def cache_info():
     """The kernel caches, as a :class:`pyreduce.diskcache.CacheInfo`: in memory
-    (``hits``, ``builds``, ``size``, all backends) and on disk (``disk_dir``,
-    ``disk_entries``, ``disk_bytes``, ``disk_hits``, ``disk_misses``, ...)."""
+    (``hits``, ``builds``, ``size``, all backends; it keeps the ``maxsize`` most
+    recently used kernels and compiled operators, ``evictions`` counts those
+    dropped) and on disk (``disk_dir``, ``disk_entries``, ``disk_bytes``,
+    ``disk_hits``, ``disk_misses``, ...)."""
     from .diskcache import info
 
     return info(_KERNELS.info())
@@ -58,15 +60,16 @@ def warmup(ops=None, dtypes=None, backend="auto", sizes=None, progress=True):
 
 def cache_clear(disk=False):
     """Forget every built kernel and compiled operator, the plans that hold them,
-    and the calls remembered with them (:mod:`pyreduce.repeat`); with
-    ``disk=True`` also remove the disk cache's entries (what
-    ``python -m pyreduce cache clear`` does)."""
-    from . import batch, diskcache, driver, planner
+    the calls remembered with them (:mod:`pyreduce.repeat`) and every other memo
+    (:data:`pyreduce.cache.MEMOS`); with ``disk=True`` also remove the disk
+    cache's entries (what ``python -m pyreduce cache clear`` does)."""
+    from . import diskcache, planner
+    from .cache import MEMOS
 
     if disk:
         diskcache.clear()
     diskcache.reset_stats()
     _KERNELS.clear()
-    planner.clear_plans()
-    batch.clear_plans()
-    driver.schedule.cache_clear()
+    planner.clear_plans()  # and what was decided with them
+    for memo in MEMOS.values():
+        memo.clear()

@@ -39,6 +39,7 @@ import dataclasses
 import numpy as np
 
 from .axes import Strided
+from .cache import Memo
 from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import DeviceInfo, Tuning, default_items, vector_width
 from .spec import BatchSpec
@@ -78,7 +79,8 @@ class BatchPlan:
         return steps[1].spec if len(steps) > 1 else None
 
 
-_plans: dict = {}
+#: call shape -> BatchPlan; a plan keeps its executables (kernels, workspaces)
+_plans = Memo("batch plans", 256)
 
 
 def clear_plans() -> None:
@@ -88,9 +90,8 @@ def clear_plans() -> None:
 def _memo(key, make):
     plan = _plans.get(key)
     if plan is None:
-        if len(_plans) > 4096:
-            _plans.clear()
-        plan = _plans[key] = make()
+        plan = make()
+        _plans.put(key, plan)
     return plan
 
 
@@ -166,7 +167,7 @@ def plan_strided(d: Strided, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
                  align: int = 0) -> BatchPlan:
     """The plan for an ``axis=`` reduction described by ``d`` (``M, K >= 1``), on a
     1-D input whose first element is ``align``-byte aligned (0: unknown)."""
-    key = ("strided", d, in_dtype.char, acc_dtype.char, op_key, device.key, device.warp,
+    key = ("strided", d, in_dtype, acc_dtype, op_key, device.key, device.warp,
            tuning, initial, align)
     return _memo(key, lambda: _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning,
                                             initial, align))
@@ -260,7 +261,7 @@ def plan_segments(segments: int, n: int, in_dtype: np.dtype, acc_dtype: np.dtype
                   device: DeviceInfo, tuning: Tuning = Tuning(),
                   initial: bool = False) -> BatchPlan:
     """The plan for ``segments >= 1`` segments of a 1-D input of ``n`` elements."""
-    key = ("segments", segments, n, in_dtype.char, acc_dtype.char, op_key, device.key,
+    key = ("segments", segments, n, in_dtype, acc_dtype, op_key, device.key,
            device.warp, tuning, initial)
     return _memo(key, lambda: _plan_segments(segments, n, in_dtype, acc_dtype, op_key,
                                              device, tuning, initial))

@@ -26,7 +26,6 @@ concurrent calls never share one (``list.pop``/``append`` are atomic).
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -37,6 +36,10 @@ __all__ = ["INPUT", "OUTPUT", "OFFSETS", "Ref", "Step", "Schedule", "schedule", 
 #: Argument placeholders for the call's input array, its result buffer and the
 #: segment offsets of a segmented reduction.
 INPUT, OUTPUT, OFFSETS = "input", "output", "offsets"
+
+#: Streams whose idle workspaces an :class:`Executable` keeps: a program that
+#: makes a stream per task leaves the oldest ones' workspaces to be freed.
+POOL_STREAMS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +75,9 @@ class Schedule:
     outputs: int | None = None
 
 
-@functools.lru_cache(maxsize=1024)
 def schedule(plan) -> Schedule:
-    """The launches and scratch of ``plan`` (see the module docstring)."""
+    """The launches and scratch of ``plan`` (see the module docstring). Made once
+    per plan and backend, by its :class:`Executable`, which keeps it."""
     spec, acc, head = plan.spec, plan.spec.acc_dtype, plan.head
     # a fixed tree (pyreduce.deterministic) must not depend on the grid, so head
     # values are not among its leaves: one more pass combines them with its root
@@ -133,7 +136,13 @@ class Executable:
         key = stream_key(stream)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools.setdefault(key, [])
+            pools = self._pools
+            pool = pools.setdefault(key, [])
+            if len(pools) > POOL_STREAMS:
+                try:  # the oldest stream's pool; a caller holding it keeps it
+                    del pools[next(iter(pools))]
+                except (KeyError, RuntimeError):  # another thread changed the dict
+                    pass
         return pool
 
     def workspace(self) -> "Workspace":

@@ -2,8 +2,9 @@
 
 Every entry point turns the user's ``op`` into a :class:`Monoid` here: the binary
 function the kernels call, whether it may be reordered, its identity for the
-accumulator dtype, and a key that identifies its *code* so that two identical
-lambdas share one compiled kernel.
+accumulator dtype, and a key made of its code and the values it reads
+(:mod:`pyreduce.opkey`), so that two identical lambdas share one compiled kernel
+and a lambda over changed values gets its own.
 
 Semantics (also in ``docs/semantics.md``):
 
@@ -29,6 +30,7 @@ import numpy as np
 
 __all__ = ["Monoid", "as_monoid", "SUPPORTED_DTYPES", "check_dtype", "sum_dtype", "cast_value"]
 
+from .cache import Memo  # noqa: E402
 from .dtypes import (  # noqa: E402  (SUPPORTED_DTYPES, check_dtype re-exported)
     SUPPORTED_DTYPES, as_value, check_accumulator, check_dtype, default_accumulator, element,
     fields, is_tuple, tuple_dtype,
@@ -191,81 +193,16 @@ def sum_dtype(dt: np.dtype) -> np.dtype:
             acc = np.dtype(np.int64)
         elif acc.kind == "u" and acc.itemsize < 8:
             acc = np.dtype(np.uint64)
-        _SUM_DTYPES[dt] = acc
+        _SUM_DTYPES.put(dt, acc)
     return acc
 
 
-_SUM_DTYPES: dict = {}
+_SUM_DTYPES = Memo("sum dtypes", 64)
 
 
-# --- cache keys from code, not identity
+# --- cache keys from code and the values it reads (pyreduce.opkey)
 
-_SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.generic)
-
-
-def _value_key(value, seen) -> Hashable:
-    if isinstance(value, (float, np.floating)):
-        # by bits: -0.0 and 0.0 differ, and NaN equals itself
-        return (type(value).__name__, float(value).hex())
-    if isinstance(value, (complex, np.complexfloating)):
-        return (type(value).__name__, complex(value).real.hex(), complex(value).imag.hex())
-    if isinstance(value, _SIMPLE):
-        return (type(value).__name__, value)
-    if isinstance(value, np.dtype):
-        return ("dtype", value.str)
-    if isinstance(value, types.ModuleType):
-        return ("module", value.__name__)
-    if isinstance(value, types.FunctionType):
-        return function_key(value, seen)
-    if isinstance(value, tuple):
-        return ("tuple",) + tuple(_value_key(v, seen) for v in value)
-    py_func = getattr(value, "py_func", None)  # a Numba dispatcher
-    if isinstance(py_func, types.FunctionType):
-        return ("jitted", function_key(py_func, seen))
-    if isinstance(value, np.ufunc):
-        return ("ufunc", value.__name__)
-    if isinstance(value, types.BuiltinFunctionType):
-        return ("builtin", getattr(value, "__module__", None), value.__name__)
-    # Anything else is keyed by identity; the cache holds the op, so the id is not reused.
-    return ("id", id(value))
-
-
-def _code_key(code: types.CodeType, seen) -> Hashable:
-    consts = tuple(
-        _code_key(c, seen) if isinstance(c, types.CodeType) else _value_key(c, seen)
-        for c in code.co_consts
-    )
-    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_argcount)
-
-
-def _global_names(code: types.CodeType) -> set:
-    """Names a function may look up as globals, nested functions' included."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_names(const)
-    return names
-
-
-def function_key(fn: types.FunctionType, seen=None) -> Hashable:
-    """A key for a Python function's behaviour: its bytecode, constants, closure
-    values and the globals it names. Two lambdas with the same code and the same
-    captured values get the same key."""
-    seen = set() if seen is None else seen
-    if id(fn) in seen:  # recursion through globals
-        return ("recursive", fn.__qualname__)
-    seen = seen | {id(fn)}
-    code = fn.__code__
-    closure = tuple(
-        _value_key(cell.cell_contents, seen) for cell in (fn.__closure__ or ())
-    )
-    referenced = tuple(
-        (name, _value_key(fn.__globals__[name], seen))
-        for name in sorted(_global_names(code))
-        if name in fn.__globals__
-    )
-    defaults = tuple(_value_key(d, seen) for d in (fn.__defaults__ or ()))
-    return ("fn", fn.__name__, _code_key(code, seen), closure, referenced, defaults)
+from .opkey import bindings, freeze, function_key, op_ref, same, value_key  # noqa: E402
 
 
 # --- the normalised operator
@@ -275,7 +212,9 @@ class Monoid:
     """An associative binary operator with its accumulator dtype.
 
     ``fn`` is a plain Python function; each backend compiles it (``cuda.jit`` device
-    function, ``njit``) or, in the simulator, calls it as is. ``identity`` is a NumPy
+    function, ``njit``) or, in the simulator, calls it as is. For a user's op it
+    is :func:`pyreduce.opkey.freeze` of the op: a copy reading the values ``key``
+    was made from. ``identity`` is a NumPy
     scalar of ``dtype`` or None. ``commutative`` is True only for built-in ops, where
     the library may reorder; user ops are combined strictly in index order.
     """
@@ -356,55 +295,32 @@ def cast_value(value, dtype: np.dtype, what: str):
     )
 
 
-_MONOIDS: dict = {}
-
-
-def _bindings(fn) -> tuple:
-    """The objects a function's behaviour depends on besides its bytecode: the code
-    object, its defaults, its closure's contents and the globals it names. A
-    remembered key stays valid while each is the same object."""
-    if type(fn) is not types.FunctionType:
-        fn = getattr(fn, "py_func", None)  # a Numba dispatcher
-        if type(fn) is not types.FunctionType:
-            return ()
-    code = fn.__code__
-    names = _GLOBAL_NAMES.get(code)
-    if names is None:
-        names = _GLOBAL_NAMES[code] = tuple(sorted(_global_names(code)))
-    g = fn.__globals__
-    out = [code, fn.__defaults__]
-    if fn.__closure__:
-        out += [c.cell_contents for c in fn.__closure__]
-    out += [g.get(n) for n in names]
-    return tuple(out)
-
-
-_GLOBAL_NAMES: dict = {}
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(map(operator.is_, a, b))
+#: (op, ...) -> (monoid, bindings); holds neither the op nor the arrays it reads
+#: (weak references; the monoid's op is its frozen copy)
+_MONOIDS = Memo("monoids", 256)
 
 
 def as_monoid(op, dtype, identity=None, *, acc_dtype=None, map=None) -> Monoid:
     """Normalise ``op`` for input ``dtype`` (see :func:`make_monoid`), remembering
     the answer per op object: building one costs microseconds, and keying a user
     function walks its bytecode, constants and globals. The remembered answer is
-    used while the function's closure, globals and defaults are the same objects,
-    so rebinding a value the op uses gives it a new key, as a new function would."""
+    used while what the op reads is unchanged (:func:`pyreduce.opkey.bindings`: the
+    same closure values, globals, defaults and module attributes, and arrays among
+    them with the same contents, checked by a digest on every call), so rebinding
+    a value the op uses, or changing an array it reads in place, gives it a new
+    key, as a new function would. ``identity`` is told apart by its bits
+    (``-0.0`` is not ``0.0``)."""
     try:
-        key = (op, dtype, type(identity), identity, acc_dtype, map)
+        key = (op_ref(op), dtype, value_key(identity), acc_dtype,
+               None if map is None else op_ref(map))
         found = _MONOIDS.get(key)
     except TypeError:  # something unhashable: no memo
         return make_monoid(op, dtype, identity, acc_dtype=acc_dtype, map=map)
-    bound = _bindings(op) if map is None else _bindings(op) + _bindings(map)
-    if found is not None and _same(found[1], bound):
+    bound = bindings(op) if map is None else bindings(op) + bindings(map)
+    if found is not None and same(found[1], bound):
         return found[0]
     monoid = make_monoid(op, dtype, identity, acc_dtype=acc_dtype, map=map)
-    if len(_MONOIDS) >= 1024:  # many short-lived lambdas: start over
-        _MONOIDS.clear()
-        _GLOBAL_NAMES.clear()
-    _MONOIDS[key] = (monoid, bound)
+    _MONOIDS.put(key, (monoid, bound), owner=op)
     return monoid
 
 
@@ -463,6 +379,7 @@ def make_monoid(op, dtype, identity=None, *, acc_dtype=None, map=None) -> Monoid
         )
     acc = check_accumulator(acc_dtype or default_accumulator(dt))
     ident = None if identity is None else cast_value(identity, acc, "identity")
+    fn = freeze(fn)  # what the kernels call: the values its key is made from
     return Monoid(
         name=fn.__name__, fn=fn, dtype=acc, identity=ident, commutative=False,
         key=function_key(fn),
@@ -485,7 +402,7 @@ def _function(fn, what: str, argcount: int) -> types.FunctionType:
 def _mapped(op, dt: np.dtype, identity, acc_dtype, map) -> Monoid:
     """An op with an element map: ``reduce(x, op, map=map)`` folds
     ``map(i, x[i])``. The accumulator is ``acc_dtype`` or what the map returns."""
-    fmap = _function(map, "map", 2)
+    fmap = freeze(_function(map, "map", 2))
     if acc_dtype is None:
         acc = map_dtype(fmap, element(dt))
     elif isinstance(acc_dtype, (tuple, list)):
@@ -501,7 +418,7 @@ def _mapped(op, dt: np.dtype, identity, acc_dtype, map) -> Monoid:
         base = make_monoid(name, acc, identity, acc_dtype=acc)
         return dataclasses.replace(base, map=fmap,
                                    key=("mapped", base.key, function_key(fmap)))
-    fn = _function(op, "op", 2)
+    fn = freeze(_function(op, "op", 2))
     ident = None if identity is None else cast_value(identity, acc, "identity")
     return Monoid(name=fn.__name__, fn=fn, dtype=acc, identity=ident, commutative=False,
                   key=("mapped", function_key(fn), function_key(fmap)), map=fmap)

@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 
+from .cache import Memo
 from .log import logger
 from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
 
@@ -218,7 +219,8 @@ def vector_width(items: int, dtype: np.dtype, align: int, device: DeviceInfo,
     return width
 
 
-_plans: dict = {}
+#: call shape -> Plan; a plan keeps its executables (kernels, workspaces)
+_plans = Memo("plans", 256)
 _on_clear: list = []
 
 
@@ -249,15 +251,14 @@ def make_plan(
     driver puts before the block partials (an initial value); they force a
     finishing pass. ``align`` is :func:`address_alignment` of the input. Plans are
     remembered: the same call shape plans once."""
-    key = (n, in_dtype.char, acc_dtype.char, op_key, device.key, device.warp, tuning,
+    # dtypes, not their one-letter codes: every tuple accumulator's code is 'V'
+    key = (n, in_dtype, acc_dtype, op_key, device.key, device.warp, tuning,
            extra_partials, align)
     plan = _plans.get(key)
     if plan is None:
-        if len(_plans) > 4096:  # many distinct sizes: start over rather than grow
-            _plans.clear()
-        plan = _plans[key] = _make_plan(
-            n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align
-        )
+        plan = _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials,
+                          align)
+        _plans.put(key, plan)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("plan for %d elements on %s: %s, %s, grid %d, %d launch(es)", n,
                          device.name, plan.spec.label, plan.layout, plan.grid, plan.passes)

@@ -16,25 +16,29 @@ On the ``cuda`` backend a repeat whose plan is one launch runs in one step
 
 Only the plain call comes here: a reduction to one value on a GPU backend, with
 no ``axis``, ``keepdims``, ``out``, ``map``, ``check``, ``deterministic`` or
-tuning keyword. The memo holds its keys (the operator, a stream object) and is
-emptied when it grows past :data:`LIMIT` entries, and whenever plans are
-forgotten (:func:`pyreduce.cache_clear`, new autotuner choices).
+tuning keyword. The memo holds its keys (a weak reference to a user's operator,
+a stream object) and their decisions for at most :data:`LIMIT` call shapes, the
+least recently used dropped first, an operator's as soon as it is garbage; it is
+emptied whenever plans are forgotten (:func:`pyreduce.cache_clear`, new
+autotuner choices). Identity and initial values are told apart by their bits,
+so ``initial=-0.0`` is not ``initial=0.0``.
 """
 
 from __future__ import annotations
 
-from .ops import _bindings, _same
+from .cache import Memo
+from .opkey import bindings, op_ref, same, value_key
 from .planner import on_clear_plans
 
 __all__ = ["key", "run", "remember", "clear", "LIMIT", "MISS"]
 
-#: Entries kept before the memo starts over (call shapes of short-lived lambdas).
-LIMIT = 1024
+#: Call shapes remembered at most (short-lived lambdas make new ones).
+LIMIT = 256
 
 #: :func:`run`'s result when there are no remembered decisions that hold.
 MISS = object()
 
-_MEMO: dict = {}
+_MEMO = Memo("repeat calls", LIMIT)
 
 
 class _Entry:
@@ -50,8 +54,12 @@ def key(info, op, identity, initial, dtype, backend, stream):
     if info.device is None:
         return None
     fields = info.fields  # None: the simulator's arrays
-    return (op, type(identity), identity, type(initial), initial, dtype, backend, stream,
-            info.kind, info.dtype, info.shape,
+    try:
+        values = (None if identity is None else value_key(identity),
+                  None if initial is None else value_key(initial))
+    except TypeError:  # a value of another kind: a key never remembered
+        values = ([],)
+    return (op_ref(op), values, dtype, backend, stream, info.kind, info.dtype, info.shape,
             None if fields is None else (fields.strides, fields.stream))
 
 
@@ -64,7 +72,7 @@ def run(k, info, op, device_result):
         return MISS
     if entry is None:
         return MISS
-    if entry.bound and not _same(entry.bound, _bindings(op)):
+    if entry.bound and not same(entry.bound, bindings(op)):
         return MISS
     # the address's alignment and the device are checked by the runner: the
     # backend's express one (which checks the device as it launches) or run_on's
@@ -77,13 +85,12 @@ def remember(k, call, op) -> None:
         hash(k)
     except TypeError:  # an unhashable argument: no memo
         return
-    if len(_MEMO) >= LIMIT:
-        _MEMO.clear()
     be = call.backend
     device = be.device_id()
     runner = be.express(call, device) or _on_device(call.detached(), device,
                                                      be.alignment(call.flat))
-    _MEMO[k] = _Entry(runner, _bindings(op))
+    bound = bindings(op)
+    _MEMO.put(k, _Entry(runner, bound), owner=op if bound else None)
 
 
 def _on_device(call, device, align):

@@ -231,19 +231,19 @@ def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg) -> Monoid:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def argmax_monoid(dtype: np.dtype) -> Monoid:
     """The first index of the largest element (of the first NaN, if any)."""
     return _arg("argmax", _argmax_op, _complex_argmax_op, dtype, np.argmax)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def argmin_monoid(dtype: np.dtype) -> Monoid:
     """The first index of the smallest element (of the first NaN, if any)."""
     return _arg("argmin", _argmin_op, _complex_argmin_op, dtype, np.argmin)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def minmax_monoid(dtype: np.dtype) -> Monoid:
     """``(min, max)``, NaN propagating into both."""
     dt = default_accumulator(check_dtype(dtype))
@@ -376,13 +376,13 @@ def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def nansum_monoid(dtype: np.dtype, acc_dtype=None) -> Monoid:
     """A sum that treats NaN as zero (``np.nansum``); all-NaN and empty give 0."""
     return _nan_monoid("nansum", _add, _nan_to_zero, 0, dtype, acc_dtype, np.nansum)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def nanprod_monoid(dtype: np.dtype, acc_dtype=None) -> Monoid:
     """A product that treats NaN as one (``np.nanprod``)."""
     return _nan_monoid("nanprod", _mul, _nan_to_one, 1, dtype, acc_dtype, np.nanprod)

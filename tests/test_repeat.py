@@ -151,8 +151,8 @@ def test_forgetting_plans_forgets_repeats(gpu_backend, prepares, tmp_path, monke
     assert pyreduce.max(d, backend=gpu_backend) == x.max()
 
 
-def test_the_memo_starts_over_when_full(gpu_backend, prepares, monkeypatch):
-    monkeypatch.setattr(repeat, "LIMIT", 3)
+def test_the_memo_keeps_at_most_its_bound(gpu_backend, prepares, monkeypatch):
+    monkeypatch.setattr(repeat._MEMO, "maxsize", 3)
     rng = np.random.default_rng(7)
     for n in range(N, N + 7):
         x = rng.standard_normal(n)
