@@ -86,7 +86,8 @@ from .cache import KERNELS
 from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
 from .ops import Monoid, as_monoid, cast_value
 
-__all__ = ["LEAF", "reference", "reduce_host", "tree_root", "rounding_depth"]
+__all__ = ["LEAF", "reference", "reduce_host", "tree_root", "pairwise_root", "nodes_root",
+           "rounding_depth"]
 
 #: Elements per leaf, folded left to right (see the module docstring for the choice);
 #: a power of two, so that leaves tile the aligned spans the kernels work on.
@@ -148,24 +149,42 @@ def reference(x, op, identity=None, *, dtype=None, initial=None, map=None):
 def reduce_host(host: np.ndarray, monoid: Monoid, initial=None):
     """The tree's root over the non-empty ``host`` (C order), then ``op(initial,
     root)`` if given: what the ``cpu`` backend computes with ``deterministic=True``."""
-    if is_tuple(monoid.dtype):
-        raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     combine = _combiner(monoid)
     flat = np.ravel(host, order="C")
     if monoid.map is not None:  # the leaves fold mapped elements
         flat = KERNELS.get(("cpu", "map-array", monoid.cache_key), lambda: _map_array(monoid))(
             flat)
-    root = tree_root(flat, monoid.dtype, combine)
+    return _finish(tree_root(flat, monoid.dtype, combine), monoid.dtype, combine, initial)
+
+
+def nodes_root(nodes: np.ndarray, monoid: Monoid, initial=None):
+    """The root of the tree whose lowest level is ``nodes`` (accumulators, at least
+    one), then ``op(initial, root)`` if given. By *Grouping*, where each node is
+    the tree's node over an aligned span of ``2**g`` leaves (the last may be cut
+    short), this is the root of the tree over all their elements: how the
+    results of a chunked array's chunks continue one tree (:mod:`pyreduce.dask`)."""
+    combine = _combiner(monoid)
+    level = np.ravel(np.asarray(nodes, monoid.dtype))
+    return _finish(pairwise_root(level, monoid.dtype, combine), monoid.dtype, combine, initial)
+
+
+def _finish(root, acc: np.dtype, combine, initial):
     if initial is not None:
-        root = combine(np.asarray([initial], monoid.dtype), np.asarray([root], monoid.dtype))[0]
-    return monoid.dtype.type(root)
+        root = combine(np.asarray([initial], acc), np.asarray([root], acc))[0]
+    return acc.type(root)
 
 
 def tree_root(flat: np.ndarray, acc: np.dtype, combine):
     """The root of the tree over the 1-D ``flat`` (``n >= 1``), each element cast to
     ``acc`` as it is read; ``combine(a, b)`` applies the operator element by element
     to two arrays of ``acc``."""
-    level = _leaves(flat, acc, combine)
+    return pairwise_root(_leaves(flat, acc, combine), acc, combine)
+
+
+def pairwise_root(level: np.ndarray, acc: np.dtype, combine):
+    """The root over one level of nodes (``level.size >= 1``): node ``j`` of the
+    next level is ``combine`` of nodes ``2j`` and ``2j + 1``; a node without a
+    right sibling passes up unchanged."""
     while level.size > 1:
         pairs = level.size // 2
         up = np.empty(level.size - pairs, acc)
@@ -225,6 +244,8 @@ _ARRAY_OPS = {
 
 def _combiner(monoid: Monoid):
     """``combine(a, b)``: ``acc_t(op(a[i], b[i]))`` for every ``i``, as an array."""
+    if is_tuple(monoid.dtype):
+        raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     if monoid.key[0] == "builtin":
         ufunc = _ARRAY_OPS[monoid.name]
 
