@@ -111,10 +111,11 @@ def _named(name, x, axis=None, dtype=None, out=None, keepdims=False, identity=No
                                       initial=initial))
 
 
-def _structured(name, x, ddof=0, **kwargs):
+def _structured(name, x, **kwargs):
     x = _dask_array(x)
     dt = check_dtype(x.dtype)
     if name in ("mean", "var", "std"):
+        ddof = kwargs.pop("ddof") if name != "mean" else 0
         monoid = structured.moments_monoid(dt, name, ddof)
     else:
         monoid = getattr(structured, f"{name}_monoid")(dt)
@@ -149,29 +150,26 @@ def _dask_array(x, split_every=None):
 # --- the reduction
 
 
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """A call's keywords, checked: what the graph is built from."""
+
+    name: str
+    backend: str
+    tuning: dict  # variant (the fixed tree's, for deterministic=True) and the others
+    deterministic: bool
+    initial: object  # a value of the accumulator dtype, or None
+    split_every: int
+    index: bool  # argmax, argmin: the accumulator's last field is a flat index
+
+
 def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
     """The lazy reduction of the Dask array ``x`` with ``monoid``, as
     ``pyreduce.<name>`` with keywords ``options`` (those of ``reduce`` that apply,
     and ``split_every``) gives it. ``index``: the accumulator's last field is a flat
     index (argmax, argmin), made global per chunk."""
     o = _options(name, options)
-    deterministic = o["deterministic"]
-    if o["backend"] not in BACKENDS:
-        raise ValueError(f"unknown backend {o['backend']!r}; choose from {', '.join(BACKENDS)}")
-    tuning = {k: o[k] for k in _TUNING}
-    api._tuning(**tuning)  # a typo fails here, not in a worker
-    laws.check_if_requested(monoid, o["check"])
-    if deterministic is not False:
-        tuning["variant"] = api.deterministic_variant(o["variant"], deterministic)
-        if deterministic and is_tuple(monoid.dtype):
-            raise ValueError("deterministic=True takes scalar accumulators, not tuples")
-    split_every = _split_every(o["split_every"], deterministic)
-    initial = None if o["initial"] is None else cast_value(o["initial"], monoid.dtype, "initial")
-    if monoid.map is not None and not index:
-        _index_free(monoid.map)
-    if any(math.isnan(c) for chunks in x.chunks for c in chunks):
-        raise ValueError("x has chunks of unknown size; call x.compute_chunk_sizes() first")
-
+    call = _checked(x, monoid, o, name, index)
     axes = normalize_axes(o["axis"], x.ndim)
     # the result's axes, None where keepdims keeps a reduced one
     at = (tuple(None if a in axes else slice(None) for a in range(x.ndim))
@@ -179,25 +177,16 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
     if x.ndim == 0:  # one element: reduced as a 1-D array of it
         x, axes = x.reshape(1), (0,)
     elif len(axes) < x.ndim:
-        api._axes_take(monoid, deterministic)
+        api._axes_take(monoid, call.deterministic)
     raw = _raw(monoid)
     if not axes:  # axis=(): each element on its own
-        each = _Chunks(raw, (), o["backend"], dict(tuning, initial=initial))
+        each = _Chunks(raw, (), call.backend, dict(call.tuning, initial=call.initial))
         return x.map_blocks(each, dtype=raw.dtype, meta=_meta(x._meta, x.ndim, raw.dtype),
                             token="pyreduce-" + name)
     if any(x.shape[a] == 0 for a in axes):
-        acc = _empty(x, monoid, axes, initial)
+        acc = _empty(x, monoid, axes, call.initial)
     else:
-        x = _without_empty_chunks(x, axes)
-        inner = _chunk_axes(x, axes, ordered=deterministic or not monoid.commutative)
-        if inner != axes and (monoid.map is not None or is_tuple(monoid.dtype)):
-            raise ValueError(_not_runs(name, x, axes, inner))
-        if deterministic:
-            _check_tree(x, inner, axes, split_every)
-        partials = _partials(x, raw, inner, o["backend"], dict(tuning, deterministic=deterministic),
-                             index, name)
-        acc = _combine(partials, axes, _accumulators(monoid), o["backend"], deterministic,
-                       initial, split_every, name)
+        acc = _reduced(_without_empty_chunks(x, axes), monoid, axes, call)
     return _finished(acc, monoid, at, name)
 
 
@@ -208,9 +197,43 @@ def _options(name: str, options: dict) -> dict:
                         f"{', '.join(sorted(unknown))}")
     o = {**_OPTIONS, **options}
     for key, why in _REFUSED.items():
-        if o[key] is not None and o[key] is not False:
+        value = o[key]
+        if value is not None and not (isinstance(value, (bool, np.bool_)) and not value):
             raise ValueError(why)
     return o
+
+
+def _checked(x, monoid: Monoid, o: dict, name: str, index: bool) -> _Call:
+    """The keywords checked now, so that a mistake fails at the call, not in a
+    worker when the graph runs."""
+    if o["backend"] not in BACKENDS:
+        raise ValueError(f"unknown backend {o['backend']!r}; choose from {', '.join(BACKENDS)}")
+    tuning = {k: o[k] for k in _TUNING}
+    api._tuning(**tuning)
+    laws.check_if_requested(monoid, o["check"])
+    deterministic = o["deterministic"]
+    if deterministic is not False:
+        tuning["variant"] = api.deterministic_variant(o["variant"], deterministic)
+        if deterministic and is_tuple(monoid.dtype):
+            raise ValueError("deterministic=True takes scalar accumulators, not tuples")
+    initial = None if o["initial"] is None else cast_value(o["initial"], monoid.dtype, "initial")
+    if monoid.map is not None and not index:
+        _index_free(monoid.map)
+    if any(math.isnan(c) for chunks in x.chunks for c in chunks):
+        raise ValueError("x has chunks of unknown size; call x.compute_chunk_sizes() first")
+    return _Call(name, o["backend"], tuning, bool(deterministic), initial,
+                 _split_every(o["split_every"], deterministic), index)
+
+
+def _reduced(x, monoid: Monoid, axes, call: _Call):
+    """The accumulators of the reduction of ``x`` (no empty chunk along ``axes``)."""
+    inner = _chunk_axes(x, axes, ordered=call.deterministic or not monoid.commutative)
+    if inner != axes and (monoid.map is not None or is_tuple(monoid.dtype)):
+        raise ValueError(_not_runs(call.name, x, axes, inner))
+    if call.deterministic:
+        _check_tree(x, inner, axes)
+    partials = _partials(x, _raw(monoid), inner, call)
+    return _combine(partials, axes, _accumulators(monoid), call)
 
 
 def _split_every(split_every, deterministic) -> int:
@@ -310,12 +333,12 @@ def _not_runs(name, x, axes, inner) -> str:
             f"chunks of 1")
 
 
-def _check_tree(x, inner, axes, split_every) -> None:
+def _check_tree(x, inner, axes) -> None:
     """A ValueError unless the chunks' fixed trees are nodes of the array's tree."""
     sizes = [math.prod(c) for c in itertools.product(*x.chunks)]
     first = sizes[0]
     spans = first % LEAF == 0 and (first // LEAF) & (first // LEAF - 1) == 0
-    if len(axes) < x.ndim or inner != axes or (len(sizes) > 1 and not (
+    if inner != axes or (len(sizes) > 1 and not (
             spans and all(s == first for s in sizes[:-1]) and sizes[-1] <= first)):
         raise ValueError(
             "deterministic=True over a Dask array gives the single array's bits only where "
@@ -380,17 +403,18 @@ class _Chunks(_Task):
         return np.int64(np.ravel_multi_index(at, self.shape))
 
 
-def _partials(x, raw: Monoid, inner, backend, options, index: bool, name: str):
+def _partials(x, raw: Monoid, inner, call: _Call):
     """Stage 1: a Dask array of the chunks' accumulators, the axes in ``inner`` cut
     to one element per chunk."""
     whole = len(inner) == x.ndim  # one host value per chunk
-    starts = tuple(tuple(np.cumsum((0,) + c[:-1])) for c in x.chunks) if index else None
-    each = _Chunks(raw, None if whole else inner, backend, options, starts,
-                   x.shape if index else None)
+    starts = tuple(tuple(np.cumsum((0,) + c[:-1])) for c in x.chunks) if call.index else None
+    each = _Chunks(raw, None if whole else inner, call.backend,
+                   dict(call.tuning, deterministic=call.deterministic), starts,
+                   x.shape if call.index else None)
     chunks = tuple((1,) * x.numblocks[a] if a in inner else c for a, c in enumerate(x.chunks))
     meta = np.empty((0,) * x.ndim, raw.dtype) if whole else _meta(x._meta, x.ndim, raw.dtype)
     return x.map_blocks(each, chunks=chunks, dtype=raw.dtype, meta=meta,
-                        token="pyreduce-" + name + "-chunk")
+                        token=f"pyreduce-{call.name}-chunk")
 
 
 # --- stage 2: the accumulators combined, in order
@@ -435,8 +459,7 @@ class _Fold(_Task):
             return functools.reduce(lambda a, b: as_value(op(a, b), dt), values)
 
 
-def _combine(partials, axes, monoid: Monoid, backend, deterministic, initial,
-             split_every: int, name: str):
+def _combine(partials, axes, monoid: Monoid, call: _Call):
     """Stage 2: ``partials`` laid out along one last axis in C order of the reduced
     ``axes``, kept axes first, then folded by Dask's tree of ``split_every``."""
     import dask.array as da
@@ -451,14 +474,14 @@ def _combine(partials, axes, monoid: Monoid, backend, deterministic, initial,
     if len(axes) > 1:
         n = math.prod(partials.shape[nkept:])
         partials = partials.reshape(partials.shape[:nkept] + (n,))
-    if deterministic and any(c != 1 for c in partials.chunks[-1]):
+    if call.deterministic and any(c != 1 for c in partials.chunks[-1]):
         partials = partials.rechunk({nkept: 1})  # each block one aligned node
-    fold = _Fold(monoid, backend, bool(deterministic))
+    fold = _Fold(monoid, call.backend, call.deterministic)
     return da.reduction(
-        partials, fold, dataclasses.replace(fold, initial=initial), combine=fold,
-        axis=nkept, keepdims=False, dtype=monoid.dtype, split_every=split_every,
+        partials, fold, dataclasses.replace(fold, initial=call.initial), combine=fold,
+        axis=nkept, keepdims=False, dtype=monoid.dtype, split_every=call.split_every,
         concatenate=True, meta=_meta(partials._meta, nkept, monoid.dtype),
-        name="pyreduce-" + name)
+        name="pyreduce-" + call.name)
 
 
 # --- the result

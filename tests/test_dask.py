@@ -331,6 +331,22 @@ def test_empty_chunks_between_data():
     assert compute(pyreduce.argmin(x)) == np.argmin(data)
 
 
+def test_nan_policy_across_chunks():
+    """NaN rules hold across chunks: a chunk's NaN partial (inf - inf) is not an
+    element for nansum to drop; max propagates a NaN from any chunk, nanmax ignores
+    an all-NaN chunk; argmax finds the first NaN in C order."""
+    inf, nan = np.inf, np.nan
+    data = np.array([[inf, -inf, 1.0], [2.0, nan, 3.0], [nan, nan, nan], [4.0, 5.0, 6.0]])
+    x = da.from_array(data, chunks=(1, 2))
+    flat = da.from_array(data[:1, :2].ravel().tolist() + [1.0, 2.0], chunks=2)
+    got = compute(pyreduce.nansum(flat), pyreduce.max(x, axis=1), pyreduce.nanmax(x, axis=1),
+                  pyreduce.nanmin(x), pyreduce.argmax(x), pyreduce.argmin(x[1:]))
+    want = (np.nansum([inf, -inf, 1.0, 2.0]), np.max(data, axis=1),
+            np.nanmax(data, axis=1), np.nanmin(data), np.argmax(data), np.argmin(data[1:]))
+    for g, w in zip(got, want):
+        same(g, w)
+
+
 def test_zero_dimensional():
     """A 0-d array is one element: reduced to a scalar, keepdims or not."""
     x = da.from_array(np.array(2.5))
@@ -414,6 +430,9 @@ def test_refused_keywords():
         pyreduce.sum(x, bogus=1)
     with pytest.raises(TypeError, match=r"argmax\(\) got unexpected"):
         pyreduce.argmax(x, axis=0)
+    with pytest.raises(TypeError, match=r"mean\(\) got unexpected keyword argument\(s\) ddof"):
+        pyreduce.mean(x, ddof=1)
+    same(compute(pyreduce.sum(x, device_result=np.False_, out=None)), np.float64(10))
     with pytest.raises(TypeError, match="split_every= must be an int"):
         pyreduce.sum(x, split_every=1)
     with pytest.raises(TypeError, match="split_every= applies to Dask arrays"):
