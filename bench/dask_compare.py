@@ -27,7 +27,6 @@ holds the device, the date, the versions, the scheduler and every timing;
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -40,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pyreduce  # noqa: E402  (this checkout's)
+from _cli import main, versions  # noqa: E402
 
 OPS = ("sum", "max", "argmax", "lambda")
 
@@ -140,15 +140,6 @@ def scheduler(kind: str, device: str):
 
 
 def meta(device: str, sched: str) -> dict:
-    from importlib import metadata
-
-    versions = {}
-    for dist in ("dask", "distributed", "dask-cuda", "numpy", "numba", "numba-cuda",
-                 "cupy-cuda12x", "cupy-cuda13x"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
     name = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     if device == "gpu":
         import cupy as cp
@@ -156,7 +147,8 @@ def meta(device: str, sched: str) -> dict:
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     return dict(device=name, date=datetime.date.today().isoformat(), scheduler=sched,
-                versions=versions)
+                versions=versions(("dask", "distributed", "dask-cuda", "numpy", "numba",
+                                   "numba-cuda", "cupy-cuda12x", "cupy-cuda13x")))
 
 
 def run(args) -> dict:
@@ -208,31 +200,14 @@ def report(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
+def arguments(r) -> None:
     r.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     r.add_argument("--sizes", type=int, nargs="*", help="log2 of the element counts")
     r.add_argument("--chunk", type=int, help="log2 of the chunk size")
     r.add_argument("--reps", type=int, default=5)
     r.add_argument("--scheduler", choices=("auto", "threads", "cuda-cluster"),
                    default="auto")
-    p = sub.add_parser("report")
-    p.add_argument("file")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        data = run(args)
-        with open(args.out, "w") as f:
-            json.dump(data, f, indent=1)
-        print(report(data))
-        if not all(r["ok"] for r in data["rows"]):
-            sys.exit("a result disagrees with Dask's")
-    else:
-        with open(args.file) as f:
-            print(report(json.load(f)))
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, arguments, run, report)
