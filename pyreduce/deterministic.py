@@ -149,29 +149,17 @@ def reference(x, op, identity=None, *, dtype=None, initial=None, map=None):
 def reduce_host(host: np.ndarray, monoid: Monoid, initial=None):
     """The tree's root over the non-empty ``host`` (C order), then ``op(initial,
     root)`` if given: what the ``cpu`` backend computes with ``deterministic=True``."""
+    if is_tuple(monoid.dtype):
+        raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     combine = _combiner(monoid)
     flat = np.ravel(host, order="C")
     if monoid.map is not None:  # the leaves fold mapped elements
         flat = KERNELS.get(("cpu", "map-array", monoid.cache_key), lambda: _map_array(monoid))(
             flat)
-    return _finish(tree_root(flat, monoid.dtype, combine), monoid.dtype, combine, initial)
-
-
-def nodes_root(nodes: np.ndarray, monoid: Monoid, initial=None):
-    """The root of the tree whose lowest level is ``nodes`` (accumulators, at least
-    one), then ``op(initial, root)`` if given. By *Grouping*, where each node is
-    the tree's node over an aligned span of ``2**g`` leaves (the last may be cut
-    short), this is the root of the tree over all their elements: how the
-    results of a chunked array's chunks continue one tree (:mod:`pyreduce.dask`)."""
-    combine = _combiner(monoid)
-    level = np.ravel(np.asarray(nodes, monoid.dtype))
-    return _finish(pairwise_root(level, monoid.dtype, combine), monoid.dtype, combine, initial)
-
-
-def _finish(root, acc: np.dtype, combine, initial):
+    root = tree_root(flat, monoid.dtype, combine)
     if initial is not None:
-        root = combine(np.asarray([initial], acc), np.asarray([root], acc))[0]
-    return acc.type(root)
+        root = combine(np.asarray([initial], monoid.dtype), np.asarray([root], monoid.dtype))[0]
+    return monoid.dtype.type(root)
 
 
 def tree_root(flat: np.ndarray, acc: np.dtype, combine):
@@ -192,6 +180,19 @@ def pairwise_root(level: np.ndarray, acc: np.dtype, combine):
         up[pairs:] = level[2 * pairs:]  # no right sibling: passed up unchanged
         level = up
     return level[0]
+
+
+def nodes_root(nodes: np.ndarray, monoid: Monoid, initial=None):
+    """The root of the tree whose lowest level is ``nodes`` (scalar accumulators,
+    at least one), then ``op(initial, root)`` if given. By *Grouping*, where each
+    node is the tree's node over an aligned span of ``2**g`` leaves (the last may
+    be cut short), this is the root of the tree over all their elements: how the
+    results of a chunked array's chunks continue one tree (:mod:`pyreduce.dask`)."""
+    acc, combine = monoid.dtype, _combiner(monoid)
+    root = pairwise_root(np.ravel(np.asarray(nodes, acc)), acc, combine)
+    if initial is not None:
+        root = combine(np.asarray([initial], acc), np.asarray([root], acc))[0]
+    return acc.type(root)
 
 
 def _leaves(flat: np.ndarray, acc: np.dtype, combine) -> np.ndarray:
@@ -244,8 +245,6 @@ _ARRAY_OPS = {
 
 def _combiner(monoid: Monoid):
     """``combine(a, b)``: ``acc_t(op(a[i], b[i]))`` for every ``i``, as an array."""
-    if is_tuple(monoid.dtype):
-        raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     if monoid.key[0] == "builtin":
         ufunc = _ARRAY_OPS[monoid.name]
 
