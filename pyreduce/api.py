@@ -43,6 +43,7 @@ def reduce(
     vector_loads: bool | None = None,
     check: bool = False,
     deterministic: bool = False,
+    split_every: int | None = None,
 ):
     """Reduce the elements of ``x`` with the associative operator ``op``: all of
     them, or along ``axis``.
@@ -115,11 +116,16 @@ def reduce(
             and backend, and equals ``pyreduce.reference(x, op, ...)``. On a GPU
             it selects variant ``"pairwise"`` (another ``variant=`` is a
             ValueError) and needs items per thread to be a multiple of 4.
+        split_every: for a Dask array ``x``, how many neighbouring chunks' results
+            one step of Dask's tree combines (``docs/scaling.md``); only for Dask
+            arrays.
 
     Returns:
         A NumPy scalar of the accumulator dtype when the result is one value (no
         ``keepdims``); else an array of the result's shape: a NumPy array for a
         host input, a device array of the input's library for a device input.
+        For a Dask array ``x``, a lazy Dask array of that value (0-d for one
+        value), as ``dask.array.sum`` gives (``docs/scaling.md``).
 
     Example:
         >>> import numpy as np, pyreduce
@@ -134,9 +140,25 @@ def reduce(
         >>> pyreduce.reduce(m, "add", axis=0, keepdims=True, backend="cpu")
         array([[3, 2, 7]])
     """
+    if split_every is not None or _on_dask(x):
+        return _scale_out("reduce", locals())
     return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
                    stream, variant, block_size, items_per_thread, warp_size, max_blocks,
                    vector_loads, check, map, deterministic, axis, keepdims)
+
+
+def _on_dask(x) -> bool:
+    """Whether ``x`` is a Dask collection, told by its type's module alone, so that
+    ``import pyreduce`` never imports Dask."""
+    return type(x).__module__.startswith("dask.")
+
+
+def _scale_out(name: str, args: dict):
+    """``name(**args)`` of a Dask array (:mod:`pyreduce.dask`); ``args`` is the
+    public function's ``locals()`` on entry: its arguments."""
+    from . import dask
+
+    return dask.call(name, args)
 
 
 _DEFAULT_TUNING = Tuning()
@@ -426,6 +448,8 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, in
     >>> pyreduce.sum(np.arange(6, dtype=np.int8).reshape(2, 3), axis=0, backend="cpu")
     array([3, 5, 7])
     """
+    if _on_dask(x):
+        return _scale_out("sum", locals())
     return _named("add", sum_dtype, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
 
@@ -434,6 +458,8 @@ def prod(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, i
     """Product of the elements, over ``axis`` if given, accumulated like
     ``np.prod``. The positional order is ``np.prod``'s; other keywords as for
     ``reduce``."""
+    if _on_dask(x):
+        return _scale_out("prod", locals())
     return _named("mul", sum_dtype, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
 
@@ -448,6 +474,8 @@ def max(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, 
     >>> pyreduce.max(np.array([[1.0, np.nan], [3.0, 2.0]]), axis=1, backend="cpu")
     array([nan,  3.])
     """
+    if _on_dask(x):
+        return _scale_out("max", locals())
     return _named("max", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
 
@@ -455,6 +483,8 @@ def min(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, 
         **kwargs):
     """Smallest element, over ``axis`` if given; NaN propagates and an empty
     reduction raises ValueError, as with ``np.min``. Keywords as for ``max``."""
+    if _on_dask(x):
+        return _scale_out("min", locals())
     return _named("min", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
 
@@ -471,6 +501,8 @@ def nanmax(x, axis=None, out=None, keepdims=False, *, identity=None, initial=Non
     >>> float(pyreduce.nanmax(np.array([np.nan, np.nan]), backend="cpu"))
     nan
     """
+    if _on_dask(x):
+        return _scale_out("nanmax", locals())
     return _named("nanmax", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
 
@@ -483,6 +515,8 @@ def nanmin(x, axis=None, out=None, keepdims=False, *, identity=None, initial=Non
     >>> float(pyreduce.nanmin(np.array([3.0, np.nan, -1.0]), backend="cpu"))
     -1.0
     """
+    if _on_dask(x):
+        return _scale_out("nanmin", locals())
     return _named("nanmin", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
 
 
@@ -494,12 +528,16 @@ def any(x, axis=None, out=None, keepdims=False, **kwargs):
     >>> bool(pyreduce.any(np.array([0, 0, 3]), backend="cpu"))
     True
     """
+    if _on_dask(x):
+        return _scale_out("any", locals())
     return _named("logical_or", _same, x, axis, None, out, keepdims, None, None, kwargs)
 
 
 def all(x, axis=None, out=None, keepdims=False, **kwargs):
     """True where every element is non-zero, like ``np.all`` (True for an empty
     reduction). Other keywords as for ``reduce``."""
+    if _on_dask(x):
+        return _scale_out("all", locals())
     return _named("logical_and", _same, x, axis, None, out, keepdims, None, None, kwargs)
 
 
@@ -604,6 +642,8 @@ def argmax(x, **kwargs):
     >>> int(pyreduce.argmax(np.array([3, 9, 1, 9]), backend="cpu"))
     1
     """
+    if _on_dask(x):
+        return _scale_out("argmax", locals())
     info = inspect(x)
     return _reduce(info, structured.argmax_monoid(info.dtype), None, **_tuned(kwargs, "argmax"))
 
@@ -611,6 +651,8 @@ def argmax(x, **kwargs):
 def argmin(x, **kwargs):
     """The flat index of the smallest element (the first; the first NaN's if any),
     like ``np.argmin``. Keywords as for ``argmax``."""
+    if _on_dask(x):
+        return _scale_out("argmin", locals())
     info = inspect(x)
     return _reduce(info, structured.argmin_monoid(info.dtype), None, **_tuned(kwargs, "argmin"))
 
@@ -624,6 +666,8 @@ def minmax(x, **kwargs):
     >>> tuple(float(v) for v in pyreduce.minmax(np.array([2.0, -1.0, 5.0]), backend="cpu"))
     (-1.0, 5.0)
     """
+    if _on_dask(x):
+        return _scale_out("minmax", locals())
     info = inspect(x)
     return _reduce(info, structured.minmax_monoid(info.dtype), None, **_tuned(kwargs, "minmax"))
 
@@ -639,6 +683,8 @@ def mean(x, **kwargs):
     >>> float(pyreduce.mean(np.array([1, 2, 3, 4]), backend="cpu"))
     2.5
     """
+    if _on_dask(x):
+        return _scale_out("mean", locals())
     info = inspect(x)
     return _reduce(info, structured.moments_monoid(info.dtype, "mean"), None,
                    **_tuned(kwargs, "mean"))
@@ -655,6 +701,8 @@ def var(x, ddof=0, **kwargs):
     >>> float(pyreduce.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1, backend="cpu"))
     1.6666666666666667
     """
+    if _on_dask(x):
+        return _scale_out("var", locals())
     info = inspect(x)
     return _reduce(info, structured.moments_monoid(info.dtype, "var", ddof), None,
                    **_tuned(kwargs, "var"))
@@ -662,6 +710,8 @@ def var(x, ddof=0, **kwargs):
 
 def std(x, ddof=0, **kwargs):
     """The standard deviation, ``sqrt(var(x, ddof))``. Keywords as for ``argmax``."""
+    if _on_dask(x):
+        return _scale_out("std", locals())
     info = inspect(x)
     return _reduce(info, structured.moments_monoid(info.dtype, "std", ddof), None,
                    **_tuned(kwargs, "std"))
@@ -676,6 +726,8 @@ def nansum(x, *, dtype=None, **kwargs):
     >>> float(pyreduce.nansum(np.array([1.0, np.nan, 2.0]), backend="cpu"))
     3.0
     """
+    if _on_dask(x):
+        return _scale_out("nansum", locals())
     info = inspect(x)
     return _reduce(info, structured.nansum_monoid(info.dtype, dtype), None, **kwargs)
 
@@ -683,6 +735,8 @@ def nansum(x, *, dtype=None, **kwargs):
 def nanprod(x, *, dtype=None, **kwargs):
     """The product with NaN taken as one, like ``np.nanprod``. Keywords as for
     ``nansum``."""
+    if _on_dask(x):
+        return _scale_out("nanprod", locals())
     info = inspect(x)
     return _reduce(info, structured.nanprod_monoid(info.dtype, dtype), None, **kwargs)
 

@@ -86,7 +86,8 @@ from .cache import KERNELS
 from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
 from .ops import Monoid, as_monoid, cast_value
 
-__all__ = ["LEAF", "reference", "reduce_host", "tree_root", "rounding_depth"]
+__all__ = ["LEAF", "reference", "reduce_host", "tree_root", "pairwise_root", "nodes_root",
+           "rounding_depth"]
 
 #: Elements per leaf, folded left to right (see the module docstring for the choice);
 #: a power of two, so that leaves tile the aligned spans the kernels work on.
@@ -167,7 +168,13 @@ def tree_root(flat: np.ndarray, acc: np.dtype, combine):
     """The root of the tree over the 1-D ``flat`` (``n >= 1``), each element cast to
     ``acc`` as it is read; ``combine(a, b)`` applies the operator element by element
     to two arrays of ``acc``."""
-    level = _leaves(flat, acc, combine)
+    return pairwise_root(_leaves(flat, acc, combine), acc, combine)
+
+
+def pairwise_root(level: np.ndarray, acc: np.dtype, combine):
+    """The root over one level of nodes (``level.size >= 1``): node ``j`` of the
+    next level is ``combine`` of nodes ``2j`` and ``2j + 1``; a node without a
+    right sibling passes up unchanged."""
     while level.size > 1:
         pairs = level.size // 2
         up = np.empty(level.size - pairs, acc)
@@ -175,6 +182,19 @@ def tree_root(flat: np.ndarray, acc: np.dtype, combine):
         up[pairs:] = level[2 * pairs:]  # no right sibling: passed up unchanged
         level = up
     return level[0]
+
+
+def nodes_root(nodes: np.ndarray, monoid: Monoid, initial=None):
+    """The root of the tree whose lowest level is ``nodes`` (scalar accumulators,
+    at least one), then ``op(initial, root)`` if given. By *Grouping*, where each
+    node is the tree's node over an aligned span of ``2**g`` leaves (the last may
+    be cut short), this is the root of the tree over all their elements: how the
+    results of a chunked array's chunks continue one tree (:mod:`pyreduce.dask`)."""
+    acc, combine = monoid.dtype, _combiner(monoid)
+    root = pairwise_root(np.ravel(np.asarray(nodes, acc)), acc, combine)
+    if initial is not None:
+        root = combine(np.asarray([initial], acc), np.asarray([root], acc))[0]
+    return acc.type(root)
 
 
 def _leaves(flat: np.ndarray, acc: np.dtype, combine) -> np.ndarray:
