@@ -115,7 +115,13 @@ def _compile(kernel, argtypes) -> tuple:
     start = time.perf_counter()
     compiled = kernel.fn.compile(numba_signature(argtypes))
     library = compiled._codelibrary
-    handle = int(library.get_cufunc().handle)
+    cufunc = library.get_cufunc()
+    handle = int(cufunc.handle)
+    with _lock:
+        # the handle is remembered for the process (_loaded): its module must stay
+        # loaded after Numba's objects for it are gone (a kernel evicted from the
+        # memory cache, cache_clear()), as loaded images' modules do (_modules)
+        _modules.append(cufunc)
     diskcache.report_compile(f"the kernel {kernel.spec.label}", time.perf_counter() - start)
     image = cubin_bytes(library.get_cubin())
     _remember_toolchain()
