@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backends, laws, partial, repeat, structured
+from . import backends, laws, masked, partial, repeat, structured
 from .axes import normalize_axes
 from .interop import inspect
-from .backends.base import check_out
+from .backends.base import check_out, check_out_array
 from .dtypes import bfloat16_to_float32, default_accumulator, is_bfloat16, is_tuple
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
 from .planner import Tuning, make_plan
@@ -57,6 +57,9 @@ def reduce(
     Args:
         x: a NumPy array, or a device array (CuPy, PyTorch, Numba: anything with
             ``__cuda_array_interface__``), of any shape and strides. Never modified.
+            Also what NumPy takes: a masked array (its unmasked elements are
+            reduced), an array in non-native byte order, a buffer
+            (``array.array``), Python lists and numbers (``docs/semantics.md``).
         op: ``max``, ``min``, ``operator.add/mul/and_/or_/xor``, the matching NumPy
             ufuncs, a name such as ``"add"``, or a Python function of two arguments
             that Numba can compile.
@@ -142,9 +145,24 @@ def reduce(
     """
     if split_every is not None or _on_dask(x):
         return _scale_out("reduce", locals())
-    return _reduce(inspect(x), op, identity, initial, dtype, backend, device_result, out,
-                   stream, variant, block_size, items_per_thread, warp_size, max_blocks,
-                   vector_loads, check, map, deterministic, axis, keepdims)
+    return _reduce(inspect(x, masked=True), op, identity, initial, dtype, backend,
+                   device_result, out, stream, variant, block_size, items_per_thread,
+                   warp_size, max_blocks, vector_loads, check, map, deterministic, axis,
+                   keepdims, masked.FOLD)
+
+
+#: The keywords of ``reduce`` after ``x``, ``op`` and ``identity``: what the
+#: named reductions pass on to it.
+KEYWORDS = frozenset(reduce.__kwdefaults__)
+
+
+def check_keywords(name: str, given: dict, allowed) -> None:
+    """A TypeError naming the public function ``name`` for a keyword in ``given``
+    that it does not take (Python would name the function the keywords are
+    passed on to)."""
+    for k in given:
+        if k not in allowed:
+            raise TypeError(f"{name}() got an unexpected keyword argument {k!r}")
 
 
 def _on_dask(x) -> bool:
@@ -194,8 +212,11 @@ def _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             device_result=False, out=None, stream=None, variant="auto", block_size=None,
             items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
-            check=False, map=None, deterministic=False, axis=None, keepdims=False):
-    """:func:`reduce` of an inspected input (the named reductions inspect first)."""
+            check=False, map=None, deterministic=False, axis=None, keepdims=False,
+            masked_rule=masked.NAMED):
+    """:func:`reduce` of an inspected input (the named reductions inspect first).
+    ``masked_rule``: what a masked input with nothing unmasked reduces to
+    (:mod:`pyreduce.masked`)."""
     plain = (axis is None and not keepdims and out is None and map is None and check is False
              and deterministic is False and variant == "auto" and block_size is None
              and items_per_thread is None and warp_size is None and max_blocks is None
@@ -215,6 +236,10 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     tuning = _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
                      vector_loads)
     host_result = not device_result and (out is None or isinstance(out, np.ndarray))
+    if info.mask is not None and info.size:  # without elements: as a plain empty array
+        return masked.reduce(info, monoid, masked_rule, normalize_axes(axis, len(info.shape)),
+                             keepdims, initial, backend, tuning, stream, device_result, out,
+                             deterministic)
     if axis is None and not keepdims:  # the common case first, untouched
         call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
         if plain and memo_key is not None and call.plan is not None:
@@ -304,6 +329,7 @@ class Prepared:
             out[...] = self.run_on(info, flat)
             return out
         user = buffer = None
+        check_out_array(out)
         if out is not None or device_result:
             if be.name == "cpu":
                 what = "device_result=True" if device_result else "a device out= array"
@@ -417,8 +443,11 @@ def _to_host(info) -> np.ndarray:
     return fields_to_host(info.fields)
 
 
-def _named(op, dtype_rule, x, axis, dtype, out, keepdims, identity, initial, kwargs):
-    info = inspect(x)
+def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initial, kwargs,
+           allowed=KEYWORDS):
+    """The named reduction ``name`` (``sum``, ...) with ``op``; ``kwargs`` are
+    the keywords it passes on to ``reduce``, of those ``allowed``."""
+    info = inspect(x, masked=True)
     acc = dtype_rule(info.dtype) if dtype is None else dtype
     if (axis is None and out is None and not keepdims
             and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs))):
@@ -427,8 +456,13 @@ def _named(op, dtype_rule, x, axis, dtype, out, keepdims, identity, initial, kwa
                          kwargs.get("device_result", False))[1]
         if result is not _MISS:
             return result
+    check_keywords(name, kwargs, allowed)
     return _reduce(info, op, identity, initial, acc, out=out, axis=axis, keepdims=keepdims,
                    **kwargs)
+
+
+#: what ``any`` and ``all`` pass on: they take no dtype=, initial= or identity=
+_LOGICAL_KEYWORDS = KEYWORDS - {"dtype", "initial"}
 
 
 def _same(dt):
@@ -450,7 +484,8 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, in
     """
     if _on_dask(x):
         return _scale_out("sum", locals())
-    return _named("add", sum_dtype, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+    return _named("sum", "add", sum_dtype, x, axis, dtype, out, keepdims, identity, initial,
+                  kwargs)
 
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, initial=None,
@@ -460,7 +495,8 @@ def prod(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, i
     ``reduce``."""
     if _on_dask(x):
         return _scale_out("prod", locals())
-    return _named("mul", sum_dtype, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+    return _named("prod", "mul", sum_dtype, x, axis, dtype, out, keepdims, identity, initial,
+                  kwargs)
 
 
 def max(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
@@ -476,7 +512,8 @@ def max(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, 
     """
     if _on_dask(x):
         return _scale_out("max", locals())
-    return _named("max", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+    return _named("max", "max", _same, x, axis, dtype, out, keepdims, identity, initial,
+                  kwargs)
 
 
 def min(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
@@ -485,7 +522,8 @@ def min(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, 
     reduction raises ValueError, as with ``np.min``. Keywords as for ``max``."""
     if _on_dask(x):
         return _scale_out("min", locals())
-    return _named("min", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+    return _named("min", "min", _same, x, axis, dtype, out, keepdims, identity, initial,
+                  kwargs)
 
 
 def nanmax(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
@@ -503,7 +541,8 @@ def nanmax(x, axis=None, out=None, keepdims=False, *, identity=None, initial=Non
     """
     if _on_dask(x):
         return _scale_out("nanmax", locals())
-    return _named("nanmax", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+    return _named("nanmax", "nanmax", _same, x, axis, dtype, out, keepdims, identity, initial,
+                  kwargs)
 
 
 def nanmin(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, dtype=None,
@@ -517,7 +556,8 @@ def nanmin(x, axis=None, out=None, keepdims=False, *, identity=None, initial=Non
     """
     if _on_dask(x):
         return _scale_out("nanmin", locals())
-    return _named("nanmin", _same, x, axis, dtype, out, keepdims, identity, initial, kwargs)
+    return _named("nanmin", "nanmin", _same, x, axis, dtype, out, keepdims, identity, initial,
+                  kwargs)
 
 
 def any(x, axis=None, out=None, keepdims=False, **kwargs):
@@ -530,7 +570,8 @@ def any(x, axis=None, out=None, keepdims=False, **kwargs):
     """
     if _on_dask(x):
         return _scale_out("any", locals())
-    return _named("logical_or", _same, x, axis, None, out, keepdims, None, None, kwargs)
+    return _named("any", "logical_or", _same, x, axis, None, out, keepdims, None, None, kwargs,
+                  _LOGICAL_KEYWORDS)
 
 
 def all(x, axis=None, out=None, keepdims=False, **kwargs):
@@ -538,7 +579,8 @@ def all(x, axis=None, out=None, keepdims=False, **kwargs):
     reduction). Other keywords as for ``reduce``."""
     if _on_dask(x):
         return _scale_out("all", locals())
-    return _named("logical_and", _same, x, axis, None, out, keepdims, None, None, kwargs)
+    return _named("all", "logical_and", _same, x, axis, None, out, keepdims, None, None,
+                  kwargs, _LOGICAL_KEYWORDS)
 
 
 for _fn, _op in ((sum, "add"), (prod, "mul"), (max, "max"), (min, "min"), (nanmax, "nanmax"),
@@ -571,7 +613,9 @@ def segmented_reduce(
     ``begin = offsets[:-1]``, ``end = offsets[1:]``).
 
     Args:
-        x: a 1-D NumPy or device array, any stride. Never modified.
+        x: a 1-D NumPy or device array, any stride. Never modified. A masked
+            array gives a masked result: each segment's unmasked elements,
+            masked where there are none.
         offsets: a 1-D integer array of ``S + 1`` boundaries, on the host or the
             device. Host offsets are checked: within ``[0, len(x)]`` and never
             decreasing (ValueError naming the first that is not). Device offsets
@@ -610,23 +654,25 @@ def segmented_reduce(
         >>> pyreduce.segmented_reduce(x, np.array([0, 4, 10]), lambda a, b: b, backend="cpu")
         array([3, 9])
     """
-    info = inspect(x)
+    info = inspect(x, masked=True)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
     if check is not False:
         laws.check_if_requested(monoid, check)
     tuning = _tuning("auto", block_size, items_per_thread, warp_size, max_blocks, None)
-    return partial.reduce_segments(info, offsets, monoid, initial, backend, tuning, stream,
-                                   device_result, out)
+    run = (masked.reduce_segments if info.mask is not None and info.size
+           else partial.reduce_segments)
+    return run(info, offsets, monoid, initial, backend, tuning, stream, device_result, out)
+
+
+_TUNED = frozenset({"backend", "stream", "variant", "block_size", "items_per_thread",
+                    "warp_size", "max_blocks", "vector_loads"})
+#: what nansum and nanprod pass on (their map is their own)
+_NAN_KEYWORDS = KEYWORDS - {"map"}
 
 
 def _tuned(kwargs: dict, name: str) -> dict:
     """The keywords a structured reduction passes on: backend, stream and tuning."""
-    allowed = {"backend", "stream", "variant", "block_size", "items_per_thread",
-               "warp_size", "max_blocks", "vector_loads"}
-    unknown = set(kwargs) - allowed
-    if unknown:
-        raise TypeError(f"{name}() got unexpected keyword argument(s) "
-                        f"{', '.join(sorted(unknown))}")
+    check_keywords(name, kwargs, _TUNED)
     return kwargs
 
 
@@ -644,8 +690,9 @@ def argmax(x, **kwargs):
     """
     if _on_dask(x):
         return _scale_out("argmax", locals())
-    info = inspect(x)
-    return _reduce(info, structured.argmax_monoid(info.dtype), None, **_tuned(kwargs, "argmax"))
+    info = inspect(x, masked=True)
+    return _reduce(info, structured.argmax_monoid(info.dtype), None, masked_rule=masked.INDEX,
+                   **_tuned(kwargs, "argmax"))
 
 
 def argmin(x, **kwargs):
@@ -653,8 +700,9 @@ def argmin(x, **kwargs):
     like ``np.argmin``. Keywords as for ``argmax``."""
     if _on_dask(x):
         return _scale_out("argmin", locals())
-    info = inspect(x)
-    return _reduce(info, structured.argmin_monoid(info.dtype), None, **_tuned(kwargs, "argmin"))
+    info = inspect(x, masked=True)
+    return _reduce(info, structured.argmin_monoid(info.dtype), None, masked_rule=masked.INDEX,
+                   **_tuned(kwargs, "argmin"))
 
 
 def minmax(x, **kwargs):
@@ -668,7 +716,7 @@ def minmax(x, **kwargs):
     """
     if _on_dask(x):
         return _scale_out("minmax", locals())
-    info = inspect(x)
+    info = inspect(x, masked=True)
     return _reduce(info, structured.minmax_monoid(info.dtype), None, **_tuned(kwargs, "minmax"))
 
 
@@ -685,7 +733,7 @@ def mean(x, **kwargs):
     """
     if _on_dask(x):
         return _scale_out("mean", locals())
-    info = inspect(x)
+    info = inspect(x, masked=True)
     return _reduce(info, structured.moments_monoid(info.dtype, "mean"), None,
                    **_tuned(kwargs, "mean"))
 
@@ -703,7 +751,7 @@ def var(x, ddof=0, **kwargs):
     """
     if _on_dask(x):
         return _scale_out("var", locals())
-    info = inspect(x)
+    info = inspect(x, masked=True)
     return _reduce(info, structured.moments_monoid(info.dtype, "var", ddof), None,
                    **_tuned(kwargs, "var"))
 
@@ -712,7 +760,7 @@ def std(x, ddof=0, **kwargs):
     """The standard deviation, ``sqrt(var(x, ddof))``. Keywords as for ``argmax``."""
     if _on_dask(x):
         return _scale_out("std", locals())
-    info = inspect(x)
+    info = inspect(x, masked=True)
     return _reduce(info, structured.moments_monoid(info.dtype, "std", ddof), None,
                    **_tuned(kwargs, "std"))
 
@@ -728,7 +776,8 @@ def nansum(x, *, dtype=None, **kwargs):
     """
     if _on_dask(x):
         return _scale_out("nansum", locals())
-    info = inspect(x)
+    info = inspect(x, masked=True)
+    check_keywords("nansum", kwargs, _NAN_KEYWORDS)
     return _reduce(info, structured.nansum_monoid(info.dtype, dtype), None, **kwargs)
 
 
@@ -737,7 +786,8 @@ def nanprod(x, *, dtype=None, **kwargs):
     ``nansum``."""
     if _on_dask(x):
         return _scale_out("nanprod", locals())
-    info = inspect(x)
+    info = inspect(x, masked=True)
+    check_keywords("nanprod", kwargs, _NAN_KEYWORDS)
     return _reduce(info, structured.nanprod_monoid(info.dtype, dtype), None, **kwargs)
 
 
@@ -755,10 +805,13 @@ class Reduce:
     58.0
     """
 
-    def __init__(self, functor):
+    def __init__(self, functor, **unexpected):
+        check_keywords("Reduce", unexpected, ())
         self._functor = functor
 
-    def __call__(self, arr, size=None, res=None, init=0, stream=0, *, backend="auto"):
+    def __call__(self, arr, size=None, res=None, init=0, stream=0, *, backend="auto",
+                 **unexpected):
+        check_keywords("Reduce(f)", unexpected, ())
         if getattr(arr, "ndim", None) != 1:
             raise TypeError("only support 1D array")
         if size is not None:

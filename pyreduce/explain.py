@@ -75,6 +75,20 @@ def _resources(backend, kernel, device) -> dict | str:
     return found
 
 
+def _unmasked(info, kwargs):
+    """A masked input's unmasked elements, the input ``reduce`` reduces to one
+    value; with ``axis=`` or ``keepdims=`` (lanes of a segmented reduction,
+    :mod:`pyreduce.masked`) there is no single plan to show."""
+    if info.mask is None:
+        return info
+    if kwargs.get("axis") is not None or kwargs.get("keepdims"):
+        raise TypeError("explain() takes a masked array only without axis= and keepdims=; "
+                        "pass x.compressed() or x.filled(value)")
+    from .masked import compressed
+
+    return compressed(info)
+
+
 def explain(x, op, identity=None, **kwargs) -> Explanation:
     """Run ``reduce(x, op, identity, **kwargs)`` and describe how it ran. With
     ``axis=`` the plan is a :class:`pyreduce.batch.BatchPlan`: which kernel
@@ -85,11 +99,12 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
-    from .api import deterministic_variant, prepare
+    from .api import KEYWORDS, check_keywords, deterministic_variant, prepare
     from .axes import normalize_axes
     from .partial import prepare_axes
 
-    info = inspect(x)
+    check_keywords("explain", kwargs, KEYWORDS)
+    info = _unmasked(inspect(x, masked=True), kwargs)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"),
                        map=kwargs.get("map"))
     if "deterministic" in kwargs:

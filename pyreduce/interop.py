@@ -1,12 +1,16 @@
 """What the user handed us: a host array or a device array, its dtype and shape.
 
 Host arrays are NumPy arrays or anything NumPy can view without guessing
-(``__array__``/``__array_interface__``/DLPack: PyTorch CPU tensors, memoryviews of
-typed buffers). Device arrays are anything with ``__cuda_array_interface__`` (CuPy,
-PyTorch CUDA tensors, Numba device arrays), a CUDA DLPack producer (``__dlpack__``,
-JAX), or the CUDA simulator's arrays. Lists, scalars and strings are refused: a
-reduction of a Python list is ``functools.reduce``. bfloat16 (PyTorch's, ml_dtypes',
-DLPack's) has no NumPy dtype: it is kept as its ``uint16`` bits and named
+(``__array__``/``__array_interface__``/DLPack: PyTorch CPU tensors; the buffer
+protocol: ``array.array``, memoryviews of typed buffers). Python lists, tuples,
+ranges and numbers become arrays by NumPy's rules, as ``np.sum([1, 2])`` takes
+them; strings, bytes and None are refused. Data in non-native byte order is
+reduced as a native copy. Masked arrays carry their mask to the reductions that
+honour it (:mod:`pyreduce.masked`) and are refused elsewhere. Device arrays are
+anything with ``__cuda_array_interface__`` (CuPy, PyTorch CUDA tensors, Numba
+device arrays), a CUDA DLPack producer (``__dlpack__``, JAX), or the CUDA
+simulator's arrays. bfloat16 (PyTorch's, ml_dtypes', DLPack's) has no NumPy
+dtype: it is kept as its ``uint16`` bits and named
 :data:`pyreduce.dtypes.BFLOAT16`.
 
 Reading ``__cuda_array_interface__`` builds a dictionary on every access (CuPy and
@@ -28,7 +32,7 @@ import numpy as np
 from .dtypes import BFLOAT16, storage
 from .ops import check_dtype
 
-__all__ = ["Input", "DeviceFields", "inspect", "device_fields", "parse_dlpack"]
+__all__ = ["Input", "DeviceFields", "inspect", "host_input", "device_fields", "parse_dlpack"]
 
 
 class DeviceFields:
@@ -73,13 +77,16 @@ class ArrayInterface:
 class Input:
     """A validated input. ``host`` is set for host arrays, ``device`` (the user's
     object) otherwise; ``fields`` is its :class:`DeviceFields` where it has a
-    CUDA address (not for the simulator's arrays)."""
+    CUDA address (not for the simulator's arrays); ``mask`` is a masked array's
+    mask (:mod:`pyreduce.masked`)."""
 
-    __slots__ = ("dtype", "shape", "host", "device", "fields", "kind")
+    __slots__ = ("dtype", "shape", "host", "device", "fields", "kind", "mask")
 
     def __init__(self, dtype, shape, host=None, device=None, fields=None, kind="numpy"):
         self.dtype, self.shape, self.host = dtype, shape, host
         self.device, self.fields, self.kind = device, fields, kind
+        #: a masked array's mask (True: masked), of ``shape``; None: no mask
+        self.mask = None
 
     @property
     def size(self) -> int:
@@ -262,17 +269,23 @@ def device_fields(x) -> DeviceFields | None:
 
 # --- classification -------------------------------------------------------
 
+#: Python data NumPy makes an array of, by its own dtype rules (``np.sum([1, 2])``)
+_PYTHON_DATA = (list, tuple, range, int, float, complex, bool)
 
-def inspect(x) -> Input:
-    """Classify ``x`` and check its dtype; TypeError names what is wrong."""
+
+def inspect(x, masked: bool = False) -> Input:
+    """Classify ``x`` and check its dtype; TypeError names what is wrong. A
+    masked array (``numpy.ma``) gives its data and its mask (``Input.mask``)
+    where the caller reduces the unmasked elements (``masked=True``), and is a
+    TypeError otherwise: its mask is never ignored."""
     found = _READERS.get(type(x))  # a device array type read before: the common case
     if found is None:
         if isinstance(x, np.ndarray):
-            if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
-                return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
-            return Input(check_dtype(x.dtype), x.shape, host=x)
+            if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+                return _masked(x, masked)
+            return host_input(x)
         if _is_simulator_array(x):  # before the protocols: it forwards them to NumPy
-            return Input(check_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
+            return Input(_device_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
         # hasattr on the instance: a PyTorch CPU tensor's class has the property,
         # but reading it raises AttributeError
         if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack_device__"):
@@ -280,24 +293,78 @@ def inspect(x) -> Input:
     if found is not None:
         fields = found[0](x)
         if fields is not None:
-            return Input(check_dtype(fields.dtype), fields.shape, None, x, fields, found[1])
+            return Input(_device_dtype(fields.dtype), fields.shape, None, x, fields, found[1])
     if isinstance(x, np.generic):  # before the Python scalars: np.float64 is a float
-        return inspect(np.asarray(x))
-    if isinstance(x, memoryview):
-        return inspect(np.asarray(x))
-    if isinstance(x, (list, tuple, str, bytes, int, float, complex, bool)) or x is None:
-        raise TypeError(
-            f"expected an array (NumPy, CuPy, PyTorch, Numba device array), "
-            f"got {type(x).__name__}; wrap Python data in np.asarray(...) first"
-        )
+        return host_input(np.asarray(x))
+    if isinstance(x, (str, bytes)) or x is None:
+        raise _not_an_array(x)
+    if isinstance(x, _PYTHON_DATA):
+        return host_input(_from_python(x))
     if type(x).__module__.startswith("torch") and _torch_dtype(x.dtype) == BFLOAT16:
         import torch  # a host bfloat16 tensor, which NumPy cannot view: its bits
 
         return Input(BFLOAT16, tuple(x.shape), host=x.view(torch.int16).numpy().view(np.uint16))
     if hasattr(x, "__dlpack_device__") and not hasattr(x, "__array__"):
-        host = np.from_dlpack(x)
-        return Input(check_dtype(host.dtype), host.shape, host=host)
+        return host_input(np.from_dlpack(x))
     if hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
-        host = np.asarray(x)
-        return Input(check_dtype(host.dtype), host.shape, host=host)
-    raise TypeError(f"expected an array, got {type(x).__name__}")
+        return host_input(np.asarray(x))
+    return host_input(_from_buffer(x))
+
+
+def host_input(x: np.ndarray) -> Input:
+    """A host NumPy array as an :class:`Input`. Data in the other byte order
+    (big-endian FITS or HDF5 data) is reduced as a native copy, made once here:
+    the user's array is never changed."""
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
+    if x.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: kept as its bits
+        return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
+    return Input(check_dtype(x.dtype), x.shape, host=x)
+
+
+def _masked(x, masked: bool) -> Input:
+    if not masked:
+        raise TypeError("this function does not take a masked array (numpy.ma): pass "
+                        "x.compressed() (its unmasked elements) or x.filled(value)")
+    info = host_input(np.ma.getdata(x))
+    info.mask = np.ma.getmaskarray(x)
+    return info
+
+
+def _device_dtype(dt: np.dtype) -> np.dtype:
+    """A device array's dtype, checked: the kernels read native values, and
+    there is no host copy to convert, so another byte order is refused."""
+    if not dt.isnative:
+        raise TypeError(f"a device array of dtype {dt.str} is not in this machine's byte "
+                        f"order, which the kernels read: convert it to native byte order "
+                        f"first (x.astype(x.dtype.newbyteorder('=')))")
+    return check_dtype(dt)
+
+
+def _not_an_array(x) -> TypeError:
+    return TypeError(f"expected an array (NumPy, CuPy, PyTorch, Numba device array, Python "
+                     f"numbers or lists, or an object with the buffer protocol), got "
+                     f"{type(x).__name__}")
+
+
+def _from_python(x) -> np.ndarray:
+    """A list, tuple, range or Python number as NumPy makes it (``np.asarray``)."""
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as exc:  # ragged lists: NumPy's ValueError
+        raise type(exc)(f"the input {type(x).__name__} is not an array NumPy can make: "
+                        f"{exc}") from exc
+
+
+def _from_buffer(x) -> np.ndarray:
+    """An object with the buffer protocol (``array.array``, ``bytearray``, a
+    memoryview) as the NumPy array viewing it, with its format's dtype."""
+    try:
+        view = memoryview(x)
+    except TypeError:
+        raise _not_an_array(x) from None
+    try:
+        return np.asarray(view)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the input {type(x).__name__} has buffer format {view.format!r}, "
+                        f"which NumPy cannot read: {exc}") from exc

@@ -257,42 +257,95 @@ class Monoid:
 
 
 def cast_value(value, dtype: np.dtype, what: str):
-    """``value`` as a scalar of ``dtype``; TypeError if it is not a value of it
-    (a string, a fraction for an integer dtype, out of range, 2 for a bool, a
-    finite float that would overflow to infinity). For a tuple dtype, a tuple of
-    one such value per field."""
+    """``value`` as a scalar of ``dtype``; a TypeError naming ``what`` (the
+    argument: ``initial``, ``identity``) if it is not a value of it. Every number
+    type (Python's, NumPy's scalars, ml_dtypes' bfloat16) is checked the same
+    way: a bool accumulator takes 0 and 1; an integer one the whole numbers in
+    its range; a float one any real number, a finite one only if it stays finite
+    (no overflow to infinity); a complex one any number, each part as a float
+    one would. A complex value for a real accumulator, strings, arrays and other
+    objects are refused. For a tuple dtype, a tuple of one such value per field."""
     if is_tuple(dtype):
         parts = fields(dtype)
         if not isinstance(value, (tuple, list, np.void)) or len(value) != len(parts):
-            raise TypeError(f"{what}={value!r} must be a tuple of {len(parts)} values "
+            raise TypeError(f"{what}={_shown(value)} must be a tuple of {len(parts)} values "
                             f"({', '.join(p.name for p in parts)})")
         return tuple(cast_value(v, d, what) for v, d in zip(value, parts))
+    kind, number = _number(value)
+    if kind is None:
+        raise TypeError(f"{what} must be a number (bool, int, float, complex or a NumPy "
+                        f"scalar) for dtype {dtype}, got {type(value).__name__}")
+    if dtype.kind == "c":
+        re, im = (number.real, number.imag) if kind == "c" else (number, 0)
+        return dtype.type(complex(_as_float(re, dtype, value, what),
+                                  _as_float(im, dtype, value, what)))
+    if kind == "c":
+        raise TypeError(f"{what}={_shown(value)} is complex, and dtype {dtype} is real")
+    if dtype.kind == "f":
+        return dtype.type(_as_float(number, dtype, value, what))
+    if kind == "f" and not (np.isfinite(number) and int(number) == number):
+        raise TypeError(f"{what}={_shown(value)} is not a whole number, so not a value of "
+                        f"dtype {dtype}")
+    whole = int(number)
+    if dtype.kind == "b":
+        if whole not in (0, 1):
+            raise TypeError(f"{what}={_shown(value)} is not a bool (0 or 1)")
+    else:
+        info = np.iinfo(dtype)
+        if not info.min <= whole <= info.max:
+            raise TypeError(f"{what}={_shown(value)} does not fit in {dtype}")
+    return dtype.type(whole)
+
+
+def _shown(value) -> str:
+    """``repr(value)`` for a message, a long one (a 400-digit int) cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]}"
+
+
+def _number(value) -> tuple:
+    """``(kind, number)``: the kind of number ``value`` is (``b``, ``i``, ``f``,
+    ``c``; None: not a number) and the number, ml_dtypes' bfloat16 as a float."""
     if isinstance(value, (bool, np.bool_)):
-        return dtype.type(value)
-    if dtype.kind == "c" and isinstance(value, (complex, np.complexfloating, int, float,
-                                                np.integer, np.floating)):
-        return dtype.type(value)
+        return "b", value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
+        return "i", value
     if isinstance(value, (float, np.floating)):
-        if dtype.kind == "f":
-            if np.isfinite(value) and abs(float(value)) > float(np.finfo(dtype).max):
-                raise TypeError(f"{what}={value!r} does not fit in {dtype} (it would overflow)")
-            return dtype.type(value)
-        if not (np.isfinite(value) and float(value).is_integer()):
-            raise TypeError(f"{what}={value!r} is not a value of integer dtype {dtype}")
-        value = int(value)
-    if isinstance(value, (int, np.integer)):
-        value = int(value)
-        if dtype.kind == "b" and value not in (0, 1):
-            raise TypeError(f"{what}={value!r} is not a bool")
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            if not info.min <= value <= info.max:
-                raise TypeError(f"{what}={value!r} does not fit in {dtype}")
-        return dtype.type(value)
-    raise TypeError(
-        f"{what} must be a real number or bool of dtype {dtype}, "
-        f"got {type(value).__name__}"
-    )
+        return "f", value
+    if isinstance(value, (complex, np.complexfloating)):
+        return "c", value
+    if isinstance(value, np.generic) and value.dtype.name == "bfloat16":
+        return "f", float(value)
+    return None, value
+
+
+def _as_float(part, dtype: np.dtype, value, what: str) -> float:
+    """The real number ``part`` of ``value`` as a Python float, where a float (or
+    complex) ``dtype`` holds it: a TypeError if a finite one would overflow to
+    infinity there. NaN and infinities are values of every float dtype."""
+    try:
+        f = float(part)
+        finite = not isinstance(part, (float, np.floating)) or bool(np.isfinite(part))
+    except OverflowError:  # a Python int beyond float64
+        f, finite = float("inf"), True
+    if finite and not abs(f) < _overflow_at(dtype):
+        raise TypeError(f"{what}={_shown(value)} does not fit in {dtype} (it would overflow to "
+                        "infinity)")
+    return f
+
+
+def _overflow_at(dtype: np.dtype) -> float:
+    """The smallest magnitude that rounds to infinity in ``dtype``'s floats: the
+    largest finite one plus half its spacing (infinity for float64, whose floats
+    are Python's)."""
+    found = _OVERFLOW_AT.get(dtype)
+    if found is None:
+        fi = np.finfo(dtype)
+        found = _OVERFLOW_AT[dtype] = float(fi.max) + 2.0 ** (fi.maxexp - fi.nmant - 2)
+    return found
+
+
+_OVERFLOW_AT: dict = {}
 
 
 #: (op, ...) -> (monoid, bindings); holds neither the op nor the arrays it reads

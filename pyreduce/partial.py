@@ -22,7 +22,7 @@ import numpy as np
 
 from . import backends
 from .axes import describe, result_shape, span_view
-from .backends.base import check_out
+from .backends.base import check_out, check_out_array
 from .batch import plan_segments, plan_strided
 from .dtypes import bfloat16_to_float32, is_bfloat16
 from .interop import c_strides, inspect
@@ -46,6 +46,7 @@ class Result:
             check_out(out.shape, out.dtype, dtype, shape)
             self.host_out = out
             return
+        check_out_array(out)
         if be.name == "cpu":
             if out is not None or device_result:
                 what = "device_result=True" if device_result else "a device out= array"

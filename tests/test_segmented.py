@@ -113,7 +113,9 @@ def test_error_messages(backend):
     with pytest.raises(TypeError, match="integers"):
         pyreduce.segmented_reduce(x, np.array([0.0, 1.0]), "add", backend=backend)
     with pytest.raises(TypeError, match="expected an array"):
-        pyreduce.segmented_reduce(x, [0, 1], "add", backend=backend)
+        pyreduce.segmented_reduce(x, "01", "add", backend=backend)
+    # Python data is an array as NumPy makes it (docs/semantics.md#inputs)
+    assert pyreduce.segmented_reduce(x, [0, 3], "add", backend=backend).tolist() == [3.0]
     assert np.array_equal(x, before)
 
 

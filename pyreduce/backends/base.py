@@ -29,10 +29,16 @@ from ..spec import KernelSpec
 from ..variants import generate
 from .opcheck import check_op
 
-__all__ = ["GeneratedBackend", "carrier", "check_out"]
+__all__ = ["GeneratedBackend", "carrier", "check_out", "check_out_array", "check_stream",
+           "not_a_stream"]
 
 _build_lock = renew_in_child(threading.Lock())
 _NO_CONTEXT = contextlib.nullcontext()
+
+
+#: what a stream object has: CuPy's ``ptr``, PyTorch's ``cuda_stream``, Numba's
+#: ``handle``, the simulator's streams only ``synchronize``
+_STREAM_ATTRIBUTES = ("ptr", "cuda_stream", "handle", "synchronize")
 
 
 def check_stream(stream) -> None:
@@ -41,12 +47,30 @@ def check_stream(stream) -> None:
     ValueError says what else was given."""
     if stream is None:
         return
-    if isinstance(stream, (bool, np.bool_, str, bytes, float, complex, np.inexact, np.ndarray,
-                           list, tuple, dict, set)):
-        raise TypeError(f"stream= must be a CUDA stream (Numba, CuPy or PyTorch) or a "
-                        f"stream handle (an int), got {type(stream).__name__}")
-    if isinstance(stream, (int, np.integer)) and stream < 0:
-        raise ValueError(f"stream={stream} is not a stream handle (handles are >= 0)")
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, (bool, np.bool_)):
+        if stream < 0:
+            raise ValueError(f"stream={stream} is not a stream handle (handles are >= 0)")
+        return
+    if isinstance(stream, (bool, np.bool_, str, bytes, np.ndarray)) or not any(
+            hasattr(stream, a) for a in _STREAM_ATTRIBUTES):
+        raise not_a_stream(stream)
+
+
+def not_a_stream(stream) -> TypeError:
+    """The error for a ``stream=`` that is neither a stream nor a handle."""
+    return TypeError(f"stream= must be a CUDA stream (Numba, CuPy or PyTorch) or a stream "
+                     f"handle (an int), got {type(stream).__name__}")
+
+
+def check_out_array(out) -> None:
+    """An ``out=`` argument is None, a NumPy array or a device array (with
+    ``__cuda_array_interface__``, or a kernel module's own); a TypeError says
+    what else was given."""
+    if out is None or isinstance(out, np.ndarray):
+        return
+    if not (hasattr(out, "__cuda_array_interface__") or hasattr(out, "copy_to_host")):
+        raise TypeError(f"out= must be an array (a NumPy array, or a device array on a GPU "
+                        f"backend), got {type(out).__name__}")
 
 
 def check_out(shape, got: np.dtype, dtype: np.dtype, want=None) -> None:
@@ -215,8 +239,14 @@ class GeneratedBackend:
     # --- the input
 
     def launch_stream(self, stream, info):
-        """What this backend launches on: the caller's ``stream`` (None: the default)."""
+        """What this backend launches on: the caller's ``stream`` (None: the
+        default), a stream object of its kernel module: results are read back
+        through its ``synchronize``, so a bare handle cannot serve."""
         check_stream(stream)
+        if stream and not hasattr(stream, "synchronize"):
+            raise TypeError(f"stream= on the {self.name} backend must be a stream of its "
+                            f"kernel module ({self.gpu.__name__}.stream()) or None, got "
+                            f"{stream!r}")
         return stream or 0
 
     def as_device_array(self, x):

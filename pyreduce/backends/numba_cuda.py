@@ -21,7 +21,7 @@ from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
 from ..forks import renew_in_child
 from ..interop import ArrayInterface, device_fields
-from .base import GeneratedBackend, carrier, check_out, check_stream
+from .base import GeneratedBackend, carrier, check_out, check_stream, not_a_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from .dialect import CUDA, SIM
 from .opcheck import check_op
@@ -234,7 +234,10 @@ class CudaBackend(NumbaCudaBackend):
             fields = info.fields
             producer = None if fields is None else fields.stream
             return 0 if producer in (None, 1) else producer
-        return stream_handle(stream)
+        try:
+            return stream_handle(stream)
+        except (TypeError, ValueError):  # an object with none of the interfaces
+            raise not_a_stream(stream) from None
 
     def _numba_stream(self, handle: int):
         """A Numba stream object for ``handle`` (Numba's own calls need one)."""
