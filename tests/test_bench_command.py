@@ -72,6 +72,7 @@ def test_builtin_op_against_numpy(capsys):
     assert "numpy add.reduce" in printed.out
 
 
+@pytest.mark.sim
 def test_variants_in_the_simulator(tmp_path):
     # an ordered, non-commutative op: every variant must agree with the CPU backend
     out = tmp_path / "r.json"
@@ -90,7 +91,8 @@ def test_variants_in_the_simulator(tmp_path):
     (["lambda a: a"], "must take exactly two arguments"),
     (["add", "--dtypes", "float33"], "float33"),
     (["add", "--sizes", "0"], "positive count"),
-    (["add", "--backend", "sim", "--variants", "bogus"], "unknown variant"),
+    pytest.param(["add", "--backend", "sim", "--variants", "bogus"], "unknown variant",
+                 marks=pytest.mark.sim),
 ])
 def test_usage_errors(args, why, capsys):
     assert main(["bench", *args]) == 2
