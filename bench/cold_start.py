@@ -118,9 +118,11 @@ def _environment(tree: str | None, cache_dir: str) -> dict:
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     env["PYREDUCE_CACHE_DIR"] = cache_dir
-    if tree:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (os.path.abspath(tree), env.get("PYTHONPATH")) if p)
+    # the processes run in the cache directory, so the current directory never
+    # decides which pyreduce they import: this checkout's, or --tree's
+    root = os.path.abspath(tree) if tree else os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -128,7 +130,7 @@ def _run_case(name: str, env: dict, timeout: float) -> dict:
     code = _PRELUDE + textwrap.dedent(CASES[name])
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, cwd=env["PYREDUCE_CACHE_DIR"])
     wall = time.perf_counter() - t0
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -142,7 +144,8 @@ def _run_case(name: str, env: dict, timeout: float) -> dict:
 def _run_demo(env: dict, timeout: float) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pyreduce", "demo"], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          cwd=env["PYREDUCE_CACHE_DIR"])
     return {"seconds": time.perf_counter() - t0, "ok": proc.returncode == 0}
 
 

@@ -145,8 +145,9 @@ def limit() -> int:
 def canonical(value) -> str:
     """A text for ``value`` that is the same in every process and differs for
     different values: ints, floats (by bits), complex, str, bytes, None, bools,
-    NumPy dtypes and scalars, tuples and lists of them, dicts, and dataclasses
-    (by type name and fields). Anything else is :class:`Unkeyable`."""
+    NumPy dtypes and scalars, classes defined at a module's top level (by module
+    and name), tuples and lists of them, dicts, and dataclasses (by type name and
+    fields). Anything else is :class:`Unkeyable`."""
     parts: list = []
     _canonical(value, parts)
     return "".join(parts)
@@ -168,6 +169,11 @@ def _canonical(value, out: list) -> None:
         out.append(f"b{len(value)}:{value.hex()}")
     elif isinstance(value, np.dtype):
         out.append(f"dtype({value.descr!r})" if value.names else f"dtype({value.str})")
+    elif isinstance(value, type) and "<locals>" not in value.__qualname__:
+        # a class defined at a module's top level (the op keys name the types of
+        # the constants they hold: float, NoneType, numpy.float32) is the same
+        # class in every process
+        out.append(f"t{value.__module__}.{value.__qualname__};")
     elif isinstance(value, (tuple, list)):
         out.append("(" if isinstance(value, tuple) else "[")
         for item in value:

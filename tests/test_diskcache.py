@@ -94,9 +94,31 @@ def test_canonical_tells_apart_what_compiles_apart():
 
 
 def test_canonical_refuses_what_has_no_stable_text():
-    for value in (object(), len, lambda a: a, np.zeros(3), {1, 2}, (1, object())):
+    class Local:
+        pass
+
+    for value in (object(), len, lambda a: a, np.zeros(3), {1, 2}, (1, object()), Local):
         with pytest.raises(diskcache.Unkeyable):
             diskcache.canonical(value)
+
+
+def test_classes_are_named_by_module_and_name():
+    assert diskcache.canonical((float, type(None))) != diskcache.canonical((int, type(None)))
+    assert diskcache.canonical(np.float32) != diskcache.canonical(np.float64)
+
+
+def test_a_plain_lambda_has_the_same_disk_key_in_every_process():
+    """A user's lambda is kept on disk: its key text (through the op key, which
+    names the types of its constants) is the same in a new process."""
+    code = ("import numpy as np; from pyreduce.ops import as_monoid; "
+            "from pyreduce import diskcache; "
+            "m = as_monoid(lambda a, b: a if a > b else b * 2.5, np.dtype('f4')); "
+            "print(diskcache.digest(diskcache.op_key(m.cache_key)))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONHASHSEED": seed},
+                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           ).stdout.strip() for seed in ("1", "2")}
+    assert len(runs) == 1 and runs != {""}
 
 
 def test_op_key_refuses_ops_known_by_identity():
@@ -105,7 +127,7 @@ def test_op_key_refuses_ops_known_by_identity():
 
     thing = Thing()
     monoid = as_monoid(lambda a, b: a if thing else b, np.dtype("f8"))
-    assert "id" in str(monoid.key)  # what ops.function_key makes of an unknown object
+    assert "Ident" in str(monoid.key)  # what the op key makes of an unknown object
     with pytest.raises(diskcache.Unkeyable):
         diskcache.op_key(monoid.key)
     assert njitcache.op_text(monoid) is None

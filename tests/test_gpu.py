@@ -332,8 +332,9 @@ def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     assert prepares[0] == 2  # the first call, then the other device's entry replaced
     (entry,) = repeat._MEMO.values()
     assert entry.run.device == here
-    values = np.arange(8, dtype=np.int64)  # 7 parameter words and the scratch word
-    for launcher in (fastpath.launch, fastpath._bindings_launch()):
+    # 7 parameter words, the scratch word and the driver functions' addresses
+    values = np.array([*range(7), 0, *fastpath.driver_functions()], dtype=np.int64)
+    for launcher in (fastpath._compiled_launch(), fastpath._bindings_launch()):
         err = launcher(values, 0, -1, 5, 6, 7, 8, here + 1, 0, 1, 32, 0, 0)
         assert err == fastpath.WRONG_DEVICE
         assert values[:7].tolist() == list(range(7))  # nothing written, nothing launched
@@ -434,14 +435,15 @@ def test_compiled_and_bindings_launchers_agree(monkeypatch):
                 pyreduce.reduce(d, lambda a, b: b),
                 pyreduce.sum(d, dtype=np.float64, device_result=True).copy_to_host()[()])
 
-    got = results()
-    assert type(fastpath.launch).__name__ == "CPUDispatcher"  # Numba's compiled function
-    compiled = fastpath.launch
-    monkeypatch.setattr(fastpath, "launch", fastpath._bindings_launch())
-    for found in (got, results()):
+    compiled = fastpath._compiled_launch()
+    assert type(compiled).__name__ == "CPUDispatcher"  # Numba's compiled function
+    for launcher in (compiled, fastpath._bindings_launch()):
+        monkeypatch.setattr(fastpath, "launch", launcher)
+        found = results()
         assert found[:2] == want[:2]
         assert found[2] == pytest.approx(want[2], rel=1e-9)
-    values = np.zeros(1, np.int64)
+    # no parameters: the launcher's scratch word and the driver functions' addresses
+    values = np.array([0, *fastpath.driver_functions()], dtype=np.int64)
     for launcher in (compiled, fastpath._bindings_launch()):
         err = launcher(values, -1, -1, 0, 0, 0, 0, fastpath.ANY_DEVICE, 0, 1, 32, 0, 0)
         # no such function
