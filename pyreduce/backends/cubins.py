@@ -74,11 +74,20 @@ def function_resources(kernel) -> dict | None:
                        ("local_bytes", attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)):
         values = []
         for handle in handles:
-            err, value = cu.cuFuncGetAttribute(which, handle)
+            err, value = cu.cuFuncGetAttribute(which, _as_function(cu, handle))
             check_driver(err)
             values.append(int(value))
         found[key] = max(values)
     return found
+
+
+def _as_function(cu, handle: int):
+    """``handle`` as a ``CUfunction`` of the current context. numba-cuda links
+    with ``cuda.core``, whose kernels are library kernels (``CUkernel``): launches
+    take them as they are, but ``cuFuncGetAttribute`` needs the context's
+    function (``cuKernelGetFunction``)."""
+    err, function = cu.cuKernelGetFunction(handle)
+    return function if not int(err) else handle
 
 
 def _function_handle(kernel, argtypes: tuple) -> int:
