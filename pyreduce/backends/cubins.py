@@ -74,7 +74,9 @@ def function_resources(kernel) -> dict | None:
                        ("local_bytes", attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)):
         values = []
         for handle in handles:
-            err, value = cu.cuFuncGetAttribute(which, _as_function(cu, handle))
+            err, value = cu.cuFuncGetAttribute(which, handle)
+            if err == cu.CUresult.CUDA_ERROR_INVALID_HANDLE:
+                err, value = cu.cuFuncGetAttribute(which, _as_function(cu, handle))
             check_driver(err)
             values.append(int(value))
         found[key] = max(values)
@@ -82,10 +84,10 @@ def function_resources(kernel) -> dict | None:
 
 
 def _as_function(cu, handle: int):
-    """``handle`` as a ``CUfunction`` of the current context. numba-cuda links
-    with ``cuda.core``, whose kernels are library kernels (``CUkernel``): launches
-    take them as they are, but ``cuFuncGetAttribute`` needs the context's
-    function (``cuKernelGetFunction``)."""
+    """The current context's ``CUfunction`` of the library kernel ``handle``.
+    numba-cuda links with ``cuda.core``, whose kernels are library kernels
+    (``CUkernel``): launches take them as they are, but ``cuFuncGetAttribute``
+    refuses them (``CUDA_ERROR_INVALID_HANDLE``) and needs the function."""
     err, function = cu.cuKernelGetFunction(handle)
     return function if not int(err) else handle
 
