@@ -193,8 +193,7 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
 def _options(name: str, options: dict) -> dict:
     unknown = set(options) - set(_OPTIONS)
     if unknown:
-        raise TypeError(f"{name}() got unexpected keyword argument(s) "
-                        f"{', '.join(sorted(unknown))}")
+        raise TypeError(f"{name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
     o = {**_OPTIONS, **options}
     for key, why in _REFUSED.items():
         value = o[key]

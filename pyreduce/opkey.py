@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import inspect
 import struct
 import threading
 import types
@@ -192,7 +193,12 @@ def _code_key(code: types.CodeType) -> Hashable:
         for c in code.co_consts
     )
     return (code.co_code, consts, code.co_names, code.co_varnames, code.co_argcount,
-            code.co_kwonlyargcount, code.co_flags)
+            code.co_kwonlyargcount, code.co_flags & ~_PLACEMENT_FLAGS)
+
+
+#: Code flags that say where a function was defined, not what it does: a lambda
+#: inside a function (CO_NESTED) compiles to the same code as one at module level.
+_PLACEMENT_FLAGS = inspect.CO_NESTED
 
 
 _GLOBAL_NAMES = Memo("global names", 1024)

@@ -426,11 +426,11 @@ def test_refused_keywords():
                          "device_result="), ({"stream": 0}, "stream=")):
         with pytest.raises(ValueError, match=what):
             pyreduce.sum(x, **kwargs)
-    with pytest.raises(TypeError, match=r"sum\(\) got unexpected keyword argument\(s\) bogus"):
+    with pytest.raises(TypeError, match=r"sum\(\) got an unexpected keyword argument 'bogus'"):
         pyreduce.sum(x, bogus=1)
-    with pytest.raises(TypeError, match=r"argmax\(\) got unexpected"):
+    with pytest.raises(TypeError, match=r"argmax\(\) got an unexpected keyword argument 'axis'"):
         pyreduce.argmax(x, axis=0)
-    with pytest.raises(TypeError, match=r"mean\(\) got unexpected keyword argument\(s\) ddof"):
+    with pytest.raises(TypeError, match=r"mean\(\) got an unexpected keyword argument 'ddof'"):
         pyreduce.mean(x, ddof=1)
     same(compute(pyreduce.sum(x, device_result=np.False_, out=None)), np.float64(10))
     with pytest.raises(TypeError, match="split_every= must be an int"):
@@ -441,7 +441,7 @@ def test_refused_keywords():
         pyreduce.max(x, backend="gpu")
     with pytest.raises(ValueError, match="block_size"):
         pyreduce.max(x, block_size=3)
-    with pytest.raises(TypeError, match="initial=0.5 is not a value of integer"):
+    with pytest.raises(TypeError, match="initial=0.5 is not a whole number"):
         pyreduce.sum(x.astype(np.int32), initial=0.5)
     with pytest.raises(TypeError, match="dask.array.Array"):
         pyreduce.sum(dask.delayed(np.ones)(3))

@@ -38,7 +38,10 @@ def gpu_present() -> bool | None:
         return None
     from importlib.util import find_spec
 
-    if find_spec("numba_cuda") is None:
+    try:
+        if find_spec("numba_cuda") is None:
+            return None
+    except ImportError:  # a finder that refuses it: numba-cuda is not to be had
         return None
     try:
         cu = cuda_driver()
@@ -110,6 +113,7 @@ class DeviceMemory:
 
     def __init__(self, nbytes: int, zeroed: bool = False):
         cu = cuda_driver()
+        ensure_context()  # a thread's first reduction may come before any context
         err, ptr = cu.cuMemAlloc(max(1, nbytes))
         check_driver(err)
         self.ptr, self.nbytes = int(ptr), nbytes
@@ -130,6 +134,7 @@ class MappedMemory:
         import ctypes
 
         cu = cuda_driver()
+        ensure_context()
         nbytes = max(1, count * dtype.itemsize)
         err, host = cu.cuMemHostAlloc(nbytes, cu.CU_MEMHOSTALLOC_DEVICEMAP)
         check_driver(err)
