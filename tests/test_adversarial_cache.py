@@ -41,11 +41,11 @@ def oracle(x, op):
     return functools.reduce(op, x.ravel().tolist())
 
 
-#: values an op may capture, of the types that must not share a kernel
-CAPTURES = st.one_of(
-    st.integers(0, 4), st.sampled_from([0.0, -0.0, 1.0, 2.5, math.nan, math.inf]),
-    st.integers(0, 4).map(np.int32), st.integers(0, 4).map(np.float32),
-    st.sampled_from([True, False]))
+#: values an op may capture, equal ones of types that must not share a kernel
+#: among them (a short list: each new one is a Numba compilation)
+CAPTURES = st.sampled_from([0, 1, 0.0, -0.0, math.nan, np.float32(1.0), True])
+#: integer captures (each new one is a compilation, as above)
+SMALL = st.integers(0, 2)
 
 
 def _data(seed, dtype, tail=()):
@@ -55,7 +55,7 @@ def _data(seed, dtype, tail=()):
     return np.concatenate([head, np.asarray(tail, dtype=np.float64)]).astype(dtype)
 
 
-@settings(max_examples=examples(15))
+@settings(max_examples=examples(10))
 @given(k1=CAPTURES, k2=CAPTURES, seed=st.integers(0, 2 ** 16))
 def test_closure_captures(backend, k1, k2, seed):
     """Two ops made from one lambda: the same capture shares one kernel (no
@@ -63,24 +63,20 @@ def test_closure_captures(backend, k1, k2, seed):
     would give the first one's)."""
     x = _data(seed, np.float64, tail=[k2, k1])
     first = pyreduce.reduce(x, skipping(k1), **on(backend))
-    assert first == oracle(x, skipping(k1))
+    np.testing.assert_equal(first, oracle(x, skipping(k1)))
     builds = pyreduce.cache_info().builds
-    assert pyreduce.reduce(x, skipping(k1), **on(backend)) == first
+    np.testing.assert_equal(pyreduce.reduce(x, skipping(k1), **on(backend)), first)
     assert pyreduce.cache_info().builds == builds, "the same capture built again"
     second = pyreduce.reduce(x, skipping(k2), **on(backend))
     np.testing.assert_equal(second, oracle(x, skipping(k2)))
 
 
-@settings(max_examples=examples(8))
-@given(pair=st.tuples(st.integers(0, 4), st.integers(0, 4)), seed=st.integers(0, 2 ** 16))
-def test_captured_tuples(backend, pair, seed):
-    """A captured tuple is keyed by its items."""
-    x = _data(seed, np.int64)
-    assert pyreduce.reduce(x, skipping_either(pair), **on(backend)) == \
-        oracle(x, skipping_either(pair))
-    swapped = pair[::-1]
-    assert pyreduce.reduce(x, skipping_either(swapped), **on(backend)) == \
-        oracle(x, skipping_either(swapped))
+def test_captured_tuples(backend):
+    """A captured tuple is keyed by its items, in order."""
+    x = _data(5, np.int64, tail=[1, 2])
+    for pair in ((0, 1), (0, 2), (2, 0)):
+        assert pyreduce.reduce(x, skipping_either(pair), **on(backend)) == \
+            oracle(x, skipping_either(pair))
 
 
 def _rebindable(k):
@@ -94,8 +90,8 @@ def _rebindable(k):
     return op, rebind
 
 
-@settings(max_examples=examples(6))
-@given(ks=st.lists(st.integers(0, 4), min_size=2, max_size=4), seed=st.integers(0, 2 ** 16))
+@settings(max_examples=examples(3))
+@given(ks=st.lists(SMALL, min_size=2, max_size=3), seed=st.integers(0, 2 ** 16))
 def test_closure_cell_rebound_after_use(backend, ks, seed):
     """One op object whose closure cell is rebound between calls (a repeat
     call included) computes with the current value each time, as Python does."""
@@ -128,8 +124,8 @@ def _with_helper(k):
     return lambda a, b: b if keep(b) else a
 
 
-@settings(max_examples=examples(6))
-@given(k1=st.integers(0, 4), k2=st.integers(0, 4), seed=st.integers(0, 2 ** 16))
+@settings(max_examples=examples(3))
+@given(k1=SMALL, k2=SMALL, seed=st.integers(0, 2 ** 16))
 def test_jitted_helpers_in_closures(backend, k1, k2, seed):
     """An op that calls a jitted helper of its closure: helpers that capture
     different values make different ops."""
@@ -149,8 +145,8 @@ def _dispatchers(backend, k):
     return made
 
 
-@settings(max_examples=examples(6))
-@given(k1=st.integers(0, 4), k2=st.integers(0, 4), seed=st.integers(0, 2 ** 16))
+@settings(max_examples=examples(3))
+@given(k1=SMALL, k2=SMALL, seed=st.integers(0, 2 ** 16))
 def test_dispatchers_as_ops(backend, k1, k2, seed):
     """A dispatcher is keyed by its Python function: as the plain lambda, it
     shares its kernel, and its captures key it."""
@@ -169,7 +165,7 @@ def test_ops_differing_in_an_unused_default(backend):
     changes nothing in its result."""
     x = _data(3, np.int64)
     results = set()
-    for default in (0, 1, 2):
+    for default in (0, 1):
         def op(a, b=default):
             return b if b != 2 else a
 

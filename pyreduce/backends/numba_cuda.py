@@ -115,6 +115,8 @@ class SimBackend(NumbaCudaBackend):
     def as_device_array(self, x):
         if not hasattr(x, "_ary"):
             raise TypeError(f"the simulator cannot use a {type(x).__name__}: pass a host array")
+        if x.dtype.name == "bfloat16":  # ml_dtypes': the kernels load its bits
+            return type(x)(x._ary.view(np.uint16))
         return x
 
     def input_strides(self, info):
