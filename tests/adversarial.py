@@ -63,7 +63,8 @@ class Input:
     are exact), ``"prod"`` (whose products are exact), ``"order"`` (extremes
     too, for the orderings), ``"small"`` (as ``"sum"``, with integers within
     +-128: for means and variances), ``"sparse"`` (mostly zeros, for the
-    selections) or ``"affine"`` (int64 affine maps, :func:`oracles.affine`)."""
+    selections), ``"noisy"`` (floats of many magnitudes, whose sums round) or
+    ``"affine"`` (int64 affine maps, :func:`oracles.affine`)."""
 
     dtype: np.dtype
     shape: tuple
@@ -157,6 +158,8 @@ def _floats(dtype, n, rng, special, profile):
     elif profile == "prod":  # +-1 mostly: no partial product overflows
         flat = rng.choice(np.array([1.0, -1.0, 2.0, 0.5, -2.0, -0.5]), n,
                           p=[0.45, 0.45, 0.025, 0.025, 0.025, 0.025])
+    elif profile == "noisy":  # every sum rounds, and the order shows in the bits
+        flat = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)
     else:
         flat = rng.integers(-128, 129, n) / 8.0
     if profile == "order":

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import pyreduce
 from conftest import examples
+from numpy_compare import to_device
 from oracles import affine, affine_data, last_nonzero, on
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -193,6 +194,16 @@ def _thread_jobs(backend):
     return [(op, [data(op, r) for r in range(3)]) for op in ops]
 
 
+def _calls(backend, x):
+    """(input, keywords) of the calls a thread makes for ``x``: on a GPU backend
+    also plain calls with a device input, twice (the second a repeat,
+    :mod:`pyreduce.repeat`)."""
+    calls = [(x, on(backend))]
+    if backend != "cpu":
+        calls += [(to_device(x), {"backend": backend})] * 2
+    return calls
+
+
 def _want(op, x):
     if op == "add":
         return x.sum()
@@ -212,7 +223,8 @@ def test_threads_with_different_ops(backend):
     def work(i, op, inputs):
         try:
             barrier.wait()
-            results[i] = [pyreduce.reduce(x, op, **on(backend)) for x in inputs]
+            results[i] = [[pyreduce.reduce(a, op, **kw) for a, kw in _calls(backend, x)]
+                          for x in inputs]
         except Exception as exc:  # reported below, with the thread's op
             errors.append((op, exc))
 
@@ -225,4 +237,4 @@ def test_threads_with_different_ops(backend):
     assert not any(t.is_alive() for t in threads), "a thread hangs"
     assert not errors, errors
     for i, (op, inputs) in enumerate(jobs):
-        assert results[i] == [_want(op, x) for x in inputs], op
+        assert results[i] == [[_want(op, x)] * len(_calls(backend, x)) for x in inputs], op

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adversarial as adv
+import pyreduce
 from conftest import examples
-from numpy_compare import check, result_and_out
+from numpy_compare import check, result_and_out, to_device
 from oracles import affine, affine_data, first_nonzero, last_nonzero
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -185,3 +186,31 @@ def test_segmented_reduce(backend, placement, data):
     del kw["axis"], kw["keepdims"]
     kw["cuts"] = data.draw(st.integers(1, 12))
     _compare(backend, placement, x, op, kw, with_out, tuning, what="segmented")
+
+
+# --------------------------------------------------------------------------
+# deterministic=True: the same bits everywhere
+
+
+FLOATS = tuple(d for d in adv.DTYPES if d.kind in "fcV")
+#: (warp, block, items, max_blocks): the fixed tree takes items in multiples of 4
+PAIRWISE_TUNINGS = [(32, 32, 4, None), (32, 64, 8, 3), (64, 64, 4, 2), (64, 128, 4, 1)]
+
+
+@pytest.mark.sim
+@settings(max_examples=examples(15))
+@given(x=adv.inputs("sim", dtypes=FLOATS, profile="noisy", specials=(0.0,)),
+       t=st.sampled_from(PAIRWISE_TUNINGS))
+def test_deterministic_sums_agree_bit_for_bit(x, t):
+    """A float sum of every float dtype (half precision and complex too) and
+    layout has the bits of ``pyreduce.reference`` on the cpu backend and in the
+    simulator, for a host or a device input and any tuning."""
+    if adv.left_out(adv.Case("sum", x.dtype, "cpu", layout=x.layout)):
+        return
+    host = x.view(x.base())
+    want = pyreduce.reference(host, "add")
+    tuning = dict(zip(("warp_size", "block_size", "items_per_thread", "max_blocks"), t))
+    for backend, arr, extra in (("cpu", host, {}), ("sim", host, tuning),
+                                ("sim", x.view(to_device(x.base())), tuning)):
+        got = pyreduce.sum(arr, deterministic=True, backend=backend, **extra)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (backend, got, want)
