@@ -80,6 +80,16 @@ def test_captured_tuples(backend):
             oracle(x, skipping_either(pair))
 
 
+def _calls(backend, x):
+    """(input, keywords) of the calls made for ``x``: on a GPU backend also
+    plain calls with a device input, twice (the second a repeat,
+    :mod:`pyreduce.repeat`)."""
+    calls = [(x, on(backend))]
+    if backend != "cpu":
+        calls += [(to_device(x), {"backend": backend})] * 2
+    return calls
+
+
 def _rebindable(k):
     def op(a, b):
         return b if b != k else a
@@ -94,15 +104,14 @@ def _rebindable(k):
 @settings(max_examples=examples(3))
 @given(ks=st.lists(SMALL, min_size=2, max_size=3), seed=st.integers(0, 2 ** 16))
 def test_closure_cell_rebound_after_use(backend, ks, seed):
-    """One op object whose closure cell is rebound between calls (a repeat
-    call included) computes with the current value each time, as Python does."""
-    x = _data(seed, np.int64)
+    """One op object whose closure cell is rebound between calls (repeat calls
+    included) computes with the current value each time, as Python does."""
+    x = _data(seed, np.int64, tail=[0, 1])
     op, rebind = _rebindable(ks[0])
     for k in ks:
         rebind(k)
-        want = oracle(x, op)
-        assert pyreduce.reduce(x, op, **on(backend)) == want
-        assert pyreduce.reduce(x, op, **on(backend)) == want
+        calls = _calls(backend, x)
+        assert [pyreduce.reduce(a, op, **kw) for a, kw in calls] == [oracle(x, op)] * len(calls)
 
 
 def test_a_cell_rebound_after_its_kernel_was_built(backend):
@@ -161,6 +170,24 @@ def test_dispatchers_as_ops(backend, k1, k2, seed):
         assert pyreduce.reduce(x, op, **on(backend)) == oracle(x, skipping(k2))
 
 
+def _with_inner(k):
+    def op(a, b):
+        def keep(v, m=k):  # a nested function, its default read from op's closure
+            return v != m
+
+        return b if keep(b) else a
+
+    return op
+
+
+def test_functions_nested_in_the_op(backend):
+    """A function defined inside the op, whose default comes from the op's
+    closure: the capture keys the op."""
+    x = _data(2, np.int64, tail=[1, 0])
+    for k in (0, 1, 0):
+        assert pyreduce.reduce(x, _with_inner(k), **on(backend)) == oracle(x, skipping(k))
+
+
 def test_ops_differing_in_an_unused_default(backend):
     """A default the op never uses (it is always called with two arguments)
     changes nothing in its result."""
@@ -194,16 +221,6 @@ def _thread_jobs(backend):
     return [(op, [data(op, r) for r in range(3)]) for op in ops]
 
 
-def _calls(backend, x):
-    """(input, keywords) of the calls a thread makes for ``x``: on a GPU backend
-    also plain calls with a device input, twice (the second a repeat,
-    :mod:`pyreduce.repeat`)."""
-    calls = [(x, on(backend))]
-    if backend != "cpu":
-        calls += [(to_device(x), {"backend": backend})] * 2
-    return calls
-
-
 def _want(op, x):
     if op == "add":
         return x.sum()
@@ -216,25 +233,26 @@ def test_threads_with_different_ops(backend):
     """Several threads start at once, each reducing with its own op (new
     same-code closures among them, so their first builds race): each gets its
     own answer, every time."""
-    jobs = _thread_jobs(backend)
+    jobs = [(op, [(x, _calls(backend, x)) for x in inputs])
+            for op, inputs in _thread_jobs(backend)]
     barrier = threading.Barrier(len(jobs))
     results, errors = {}, []
 
-    def work(i, op, inputs):
+    def work(i, op, prepared):
         try:
             barrier.wait()
-            results[i] = [[pyreduce.reduce(a, op, **kw) for a, kw in _calls(backend, x)]
-                          for x in inputs]
+            results[i] = [[pyreduce.reduce(a, op, **kw) for a, kw in calls]
+                          for _, calls in prepared]
         except Exception as exc:  # reported below, with the thread's op
             errors.append((op, exc))
 
-    threads = [threading.Thread(target=work, args=(i, op, inputs))
-               for i, (op, inputs) in enumerate(jobs)]
+    threads = [threading.Thread(target=work, args=(i, op, prepared))
+               for i, (op, prepared) in enumerate(jobs)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=300)
     assert not any(t.is_alive() for t in threads), "a thread hangs"
     assert not errors, errors
-    for i, (op, inputs) in enumerate(jobs):
-        assert results[i] == [[_want(op, x)] * len(_calls(backend, x)) for x in inputs], op
+    for i, (op, prepared) in enumerate(jobs):
+        assert results[i] == [[_want(op, x)] * len(calls) for x, calls in prepared], op
