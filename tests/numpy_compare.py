@@ -14,10 +14,11 @@ computes user operators with ``functools.reduce`` over the rows of
 the named reductions with NumPy's own functions.
 
 Where pyreduce's documented semantics differ from NumPy's, the reference follows
-pyreduce's documents: float16 and bfloat16 are loaded as float32 (so sums, maxima
-and user ops give float32), ``mean``/``var``/``std`` of them give float64, and
-the orderings (``max``, ``argmax``, ``minmax``, ...) refuse complex input with a
-TypeError (NumPy orders complex numbers lexicographically).
+pyreduce's documents: float16 and bfloat16 are loaded as float32 (so sums,
+maxima, user ops and ``mean``/``var``/``std`` give float32), the ordering ops
+(``max``, ``min``, ``nanmax``, ``nanmin``) refuse complex input with a TypeError,
+and ``minmax`` of complex input returns the first NaN in C order (NumPy's
+``np.min`` takes the first in memory order).
 
 Outcomes match when both raise exceptions of the same type (NumPy's type, or a
 subclass), or both return results of the same type (NumPy scalar or array), dtype
@@ -55,7 +56,7 @@ _ORDERINGS = {np.maximum, np.minimum, np.fmax, np.fmin}
 #: every named reduction of pyreduce (``NumPyLib`` has a reference for each)
 NAMED = ("sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "argmax", "argmin",
          "minmax", "mean", "var", "std", "nansum", "nanprod")
-_ORDERED_NAMES = ("max", "min", "nanmax", "nanmin", "argmax", "argmin", "minmax")
+_ORDERED_NAMES = ("max", "min", "nanmax", "nanmin")
 
 
 def is_half(dtype) -> bool:
@@ -84,12 +85,12 @@ def _quiet(fn, *args, **kwargs):
 
 
 def moments_dtype(dtype, statistic: str) -> np.dtype:
-    """The result dtype of ``mean``/``var``/``std``: NumPy's, except float64 for
-    float16 and bfloat16 (docs/structured.md)."""
+    """The result dtype of ``mean``/``var``/``std``: NumPy's, except float32 for
+    float16 and bfloat16 (docs/semantics.md)."""
     dt = np.dtype(dtype)
     if dt.kind == "c":
         return dt if statistic == "mean" else np.dtype(dt.char.lower())
-    return dt if dt == np.float32 else np.dtype(np.float64)
+    return np.dtype(np.float32 if dt == np.float32 or is_half(dt) else np.float64)
 
 
 class NumPyLib:
@@ -121,16 +122,14 @@ class NumPyLib:
         raise AttributeError(name)
 
     def argmax(self, x):
-        _refuse_complex(x.dtype, "argmax")
         return np.argmax(loaded(x))
 
     def argmin(self, x):
-        _refuse_complex(x.dtype, "argmin")
         return np.argmin(loaded(x))
 
     def minmax(self, x):
-        _refuse_complex(x.dtype, "minmax")
-        return np.min(loaded(x)), np.max(loaded(x))
+        x = np.ascontiguousarray(loaded(x))  # the first NaN in C order
+        return _quiet(np.min, x), _quiet(np.max, x)
 
     def mean(self, x):
         return self._moment(np.mean, x, "mean")

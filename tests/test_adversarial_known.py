@@ -36,16 +36,6 @@ def test_known_defect_reproduces(entry, backend, placement):
 # Found by this suite, in modules being edited elsewhere: shown, not fixed here
 
 
-@pytest.mark.xfail(strict=True, reason="found: argmax/argmin/minmax of a complex array "
-                   "raise \"a tuple accumulator's fields are real: give a complex value as "
-                   "two fields\", which names neither the function nor what is refused "
-                   "(structured.py builds the tuple dtype before any check)")
-@pytest.mark.parametrize("name", ["argmax", "argmin", "minmax"])
-def test_orderings_of_complex_name_the_refusal(name):
-    with pytest.raises(TypeError, match=f"{name}.*complex"):
-        getattr(pyreduce, name)(np.ones(3, np.complex64), backend="cpu")
-
-
 @pytest.mark.xfail(strict=True, reason="found: var/std with a ddof that is not a number "
                    "run the whole reduction, then raise \"unsupported operand type(s) for -: "
                    "'float' and 'str'\" from the host finish (structured.moments_monoid "
