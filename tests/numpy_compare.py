@@ -355,6 +355,15 @@ def check(body, backend: str, on_device: bool = False, *args, tol=None, options=
     return got
 
 
+def check_refused(body, backend: str, on_device: bool = False, *args, error=TypeError,
+                  options=None, **kwargs):
+    """Run ``body`` with pyreduce on ``backend`` and check that it raises
+    ``error``: a refusal pyreduce documents where NumPy has an answer."""
+    got, got_exc = outcome(body, PyreduceLib(backend, on_device, options), *args, **kwargs)
+    assert isinstance(got_exc, error), f"expected {error.__name__}, got {got_exc or got!r}"
+    return got_exc
+
+
 def numpy_pyreduce(tol=None):
     """A decorator: the test ``body(lib, ...)`` becomes a test taking the
     ``backend`` and ``placement`` fixtures in place of ``lib``, that runs the body
