@@ -60,14 +60,18 @@ _ORDERED_NAMES = ("max", "min", "nanmax", "nanmin")
 
 
 def is_half(dtype) -> bool:
-    """float16 or bfloat16 (ml_dtypes'), which pyreduce loads as float32."""
+    """float16 (in either byte order) or bfloat16 (ml_dtypes'), which pyreduce
+    loads as float32."""
     dt = np.dtype(dtype)
-    return dt == np.float16 or dt.name == "bfloat16"
+    return dt.newbyteorder("=") == np.float16 or dt.name == "bfloat16"
 
 
 def loaded(x):
-    """The values pyreduce reduces for host array ``x``: half precision as float32."""
-    return x.astype(np.float32) if is_half(x.dtype) else x
+    """The values pyreduce reduces for host array ``x``: half precision as
+    float32, and in native byte order."""
+    if is_half(x.dtype):
+        return x.astype(np.float32)
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
 
 
 def _refuse_complex(dtype, what):
@@ -87,7 +91,7 @@ def _quiet(fn, *args, **kwargs):
 def moments_dtype(dtype, statistic: str) -> np.dtype:
     """The result dtype of ``mean``/``var``/``std``: NumPy's, except float32 for
     float16 and bfloat16 (docs/semantics.md)."""
-    dt = np.dtype(dtype)
+    dt = np.dtype(dtype).newbyteorder("=")
     if dt.kind == "c":
         return dt if statistic == "mean" else np.dtype(dt.char.lower())
     return np.dtype(np.float32 if dt == np.float32 or is_half(dt) else np.float64)

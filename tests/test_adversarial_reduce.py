@@ -206,7 +206,9 @@ def test_deterministic_sums_agree_bit_for_bit(x, t):
     host = x.view(x.base())
     want = pyreduce.reference(host, "add")
     tuning = dict(zip(("warp_size", "block_size", "items_per_thread", "max_blocks"), t))
-    for backend, arr, extra in (("cpu", host, {}), ("sim", host, tuning),
-                                ("sim", x.view(to_device(x.base())), tuning)):
+    calls = [("cpu", host, {}), ("sim", host, tuning)]
+    if not (x.layout == "byteswapped" and adv.swappable(x.dtype)):  # refused on a device
+        calls.append(("sim", x.view(to_device(x.base())), tuning))
+    for backend, arr, extra in calls:
         got = pyreduce.sum(arr, deterministic=True, backend=backend, **extra)
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (backend, got, want)
