@@ -79,6 +79,15 @@ settings.register_profile("dev", max_examples=5, **_COMMON)
 settings.register_profile("thorough", max_examples=200, **_COMMON)
 settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+_PROFILE_SCALE = {"thorough": 10.0, "dev": 0.2}.get(_os.environ.get("HYPOTHESIS_PROFILE"), 1.0)
+
+
+def examples(n: int) -> int:
+    """``n`` examples scaled by the profile's factor (or PYREDUCE_EXAMPLES_SCALE):
+    ``from conftest import examples``."""
+    scale = float(_os.environ.get("PYREDUCE_EXAMPLES_SCALE", _PROFILE_SCALE))
+    return max(1, int(n * scale))
+
 
 @pytest.fixture(params=["cuda", "sim"])
 def gpu_backend(request):

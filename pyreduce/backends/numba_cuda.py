@@ -13,6 +13,7 @@ import contextlib
 import functools
 import math
 import threading
+import types
 
 import numpy as np
 
@@ -125,9 +126,10 @@ class SimBackend(NumbaCudaBackend):
         casts the result back; NumPy scalars would wrap at every step instead, so
         integer and bool arguments are widened first, as Numba does."""
         check_op(monoid)
+        fn = frozen(monoid.fn)
         if monoid.dtype.kind not in "biu" or monoid.dtype.itemsize == 8:
-            return monoid.fn
-        fn, wide = monoid.fn, np.uint64 if monoid.dtype.kind == "u" else np.int64
+            return fn
+        wide = np.uint64 if monoid.dtype.kind == "u" else np.int64
 
         def widened(a, b):
             return fn(wide(a), wide(b))
@@ -138,11 +140,13 @@ class SimBackend(NumbaCudaBackend):
 
     def _device_map(self, monoid):
         """The element map as Python, like the op."""
-        return monoid.map
+        return frozen(monoid.map)
 
     def as_device_array(self, x):
         if not hasattr(x, "_ary"):
             raise TypeError(f"the simulator cannot use a {type(x).__name__}: pass a host array")
+        if x.dtype.name == "bfloat16":  # ml_dtypes': the kernels load its bits
+            return type(x)(x._ary.view(np.uint16))
         return x
 
     def input_strides(self, info):
@@ -314,6 +318,27 @@ class CudaBackend(NumbaCudaBackend):
 
     def read_value(self, buf, stream):
         return read_scalar(buf, stream)
+
+
+def frozen(fn):
+    """``fn`` reading its closure's values as they are now. A kernel is cached
+    under the values its op captures (:func:`pyreduce.ops.function_key`) and
+    compiled code freezes them; the simulator's kernel calls Python, which would
+    read a cell rebound later, and so answer for another key."""
+    if not fn.__closure__:
+        return fn
+    cells = tuple(_cell_copy(c) for c in fn.__closure__)
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                              cells)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
+
+
+def _cell_copy(cell):
+    try:
+        return types.CellType(cell.cell_contents)
+    except ValueError:  # an empty cell (a name assigned later): Python's NameError then
+        return types.CellType()
 
 
 def _sim_bf16(bits):

@@ -1,0 +1,68 @@
+"""The defects the adversarial suite meets and does not fix here, each shown
+by one small reproduction that must fail (strict xfail): issue 18's items,
+which other changes fix (``adversarial.KNOWN``), and what this suite found in
+modules being edited elsewhere (below). When a fix lands, its reproduction
+passes, the strict xfail fails, and the entry (and its mark) is to be
+removed: the property tests then cover those cases too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adversarial as adv
+import pyreduce
+from numpy_compare import check
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _params():
+    for entry in adv.KNOWN:
+        for backend, placement in entry.where:
+            marks = [pytest.mark.xfail(strict=True, reason=entry.reason)]
+            if backend == "sim":
+                marks.append(pytest.mark.sim)
+            yield pytest.param(entry, backend, placement, marks=marks,
+                               id=f"{entry.reason.split(':')[0]}-{backend}-{placement}")
+
+
+@pytest.mark.parametrize("entry,backend,placement", list(_params()))
+def test_known_defect_reproduces(entry, backend, placement):
+    check(entry.example, backend, placement == "device")
+
+
+# --------------------------------------------------------------------------
+# Found by this suite, in modules being edited elsewhere: shown, not fixed here
+
+
+@pytest.mark.xfail(strict=True, reason="found: var/std with a ddof that is not a number "
+                   "run the whole reduction, then raise \"unsupported operand type(s) for -: "
+                   "'float' and 'str'\" from the host finish (structured.moments_monoid "
+                   "does not check ddof)")
+def test_ddof_of_the_wrong_type_is_named():
+    with pytest.raises(TypeError, match="ddof"):
+        pyreduce.var(np.arange(4.0), ddof="1", backend="cpu")
+
+
+@pytest.mark.xfail(strict=True, reason="found: a float sum of negative zeros is +0.0 on "
+                   "cpu (NumPy's np.add.reduce) and -0.0 on sim (the IEEE fold "
+                   "docs/semantics.md defines, and deterministic=True gives on both)")
+@pytest.mark.sim
+def test_backends_agree_on_the_sign_of_a_zero_sum():
+    x = np.full(5, -0.0)
+    signs = {b: np.signbit(pyreduce.sum(x, backend=b)) for b in ("cpu", "sim")}
+    assert signs["cpu"] == signs["sim"], signs
+
+
+@pytest.mark.xfail(strict=True, reason="found: the cpu backend reads a simulator device "
+                   "array of ml_dtypes bfloat16 as values, not bits (api._to_host copies it "
+                   "back as bfloat16 values, which bfloat16_to_float32 takes for bits); "
+                   "interop.inspect could keep such arrays as their uint16 bits, as it does "
+                   "host ones")
+@pytest.mark.sim
+def test_cpu_backend_reads_simulator_bfloat16_arrays():
+    from numba import cuda
+
+    x = np.arange(6.0).astype(adv.BFLOAT16)
+    assert pyreduce.sum(cuda.to_device(x), backend="cpu") == 15.0
