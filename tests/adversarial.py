@@ -265,39 +265,7 @@ def _complex(lib):
     return lib.asarray(np.array([1 + 2j, 3 + 4j, 5 - 1j]))
 
 
-KNOWN = (
-    Known("issue 18 item 1: mean of a complex array drops the imaginary part",
-          lambda c: c.what == "mean" and c.dtype.kind == "c",
-          lambda lib: lib.mean(_complex(lib))),
-    Known("issue 18 item 2: var/std of a complex array are wrong",
-          lambda c: c.what in ("var", "std") and c.dtype.kind == "c",
-          lambda lib: lib.var(_complex(lib))),
-    Known("issue 18 items 1-3: argmax/argmin/minmax refuse complex input (fixed with "
-          "the statistics' complex answers: NumPy's order)",
-          lambda c: c.what in ("argmax", "argmin", "minmax") and c.dtype.kind == "c",
-          lambda lib: lib.argmax(lib.asarray(np.array([1 + 2j, 1 + 3j, 0j])))),
-    Known("issue 18 items 1-3: mean/var/std of float16 and bfloat16 are float64 (fixed "
-          "with the statistics' half-precision answers: float32)",
-          lambda c: c.what in ("mean", "var", "std") and is_half(c.dtype),
-          lambda lib: lib.mean(lib.asarray(np.array([1.0, 2.0, 4.0], np.float16)))),
-    Known("issue 18 item 3: nansum/nanprod keep NaN in complex and bfloat16 arrays",
-          lambda c: c.what in ("nansum", "nanprod") and c.dtype.kind in "cV",
-          lambda lib: lib.nansum(lib.asarray(np.array([1 + 1j, np.nan, 2j])))),
-    Known("issue 18 item 9: float16 with a user op along axis= (or segmented) on cpu",
-          lambda c: c.backend == "cpu" and c.dtype == np.float16 and _user(c)
-          and (c.axis or c.what == "segmented"),
-          lambda lib: lib.reduce(lib.asarray(np.ones((2, 3), np.float16)),
-                                 lambda a, b: b, axis=1),
-          where=(("cpu", "host"),)),
-    Known("issue 18 item 12: big-endian host arrays are refused",
-          lambda c: c.layout == "byteswapped" and swappable(c.dtype) and not c.device,
-          lambda lib: lib.sum(lib.asarray(np.arange(5.0).astype(">f8"))),
-          where=(("cpu", "host"), ("sim", "host"))),
-    Known("issue 18 item 14: var/std with ddof >= n give nan, NumPy inf",
-          lambda c: c.what in ("var", "std") and c.kwargs.get("ddof", 0) >= c.size
-          and c.size > 0,
-          lambda lib: lib.var(lib.asarray(np.array([1.0, 2.0])), ddof=2)),
-)
+KNOWN: tuple = ()  # every defect of issue 18 this suite met is fixed
 
 
 def known(case: Case) -> str | None:

@@ -36,10 +36,6 @@ def test_known_defect_reproduces(entry, backend, placement):
 # Found by this suite, in modules being edited elsewhere: shown, not fixed here
 
 
-@pytest.mark.xfail(strict=True, reason="found: var/std with a ddof that is not a number "
-                   "run the whole reduction, then raise \"unsupported operand type(s) for -: "
-                   "'float' and 'str'\" from the host finish (structured.moments_monoid "
-                   "does not check ddof)")
 def test_ddof_of_the_wrong_type_is_named():
     with pytest.raises(TypeError, match="ddof"):
         pyreduce.var(np.arange(4.0), ddof="1", backend="cpu")

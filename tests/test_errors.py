@@ -479,6 +479,7 @@ PUBLIC_CALLS = {
     "available": lambda **k: pyreduce.available(**k),
     "cache_info": lambda **k: pyreduce.cache_info(**k),
     "cache_clear": lambda **k: pyreduce.cache_clear(**k),
+    "warmup": lambda **k: pyreduce.warmup(**k),
 }
 
 
