@@ -204,6 +204,10 @@ class Memo:
     def __len__(self) -> int:
         return len(self._data)
 
+    def values(self) -> list:
+        """The remembered values, least recently used first."""
+        return list(self._data.values())
+
     def clear(self) -> None:
         self._data.clear()
         self._owners.clear()
