@@ -75,12 +75,16 @@ def function_resources(kernel) -> dict | None:
         values = []
         for handle in handles:
             err, value = cu.cuFuncGetAttribute(which, handle)
-            if err == cu.CUresult.CUDA_ERROR_INVALID_HANDLE:
+            if int(err) == _INVALID_HANDLE:
                 err, value = cu.cuFuncGetAttribute(which, _as_function(cu, handle))
             check_driver(err)
             values.append(int(value))
         found[key] = max(values)
     return found
+
+
+#: CUDA_ERROR_INVALID_HANDLE, as cuFuncGetAttribute returns it for a library kernel
+_INVALID_HANDLE = 400
 
 
 def _as_function(cu, handle: int):
