@@ -99,8 +99,12 @@ def element(dtype: np.dtype) -> np.dtype:
 
 
 def storage(dtype: np.dtype) -> np.dtype:
-    """The dtype an array of ``dtype`` is kept in: ``uint16`` for bfloat16."""
-    return np.dtype(np.uint16) if dtype == BFLOAT16 else dtype
+    """The dtype an array of ``dtype`` is kept in: ``uint16`` for bfloat16, this
+    module's marker or ml_dtypes' (a Numba device array of ml_dtypes' bfloat16
+    keeps that dtype, which Numba cannot type)."""
+    if dtype == BFLOAT16 or dtype.name == "bfloat16":
+        return np.dtype(np.uint16)
+    return dtype
 
 
 def name(dtype: np.dtype) -> str:

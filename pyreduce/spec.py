@@ -25,6 +25,13 @@ class _LaunchShape:
         return self.block // self.warp
 
     @property
+    def half_as_float32(self) -> bool:
+        """Whether a float16 element is widened to float32 as it is loaded: for
+        an element map, which sees float32 on every backend, and for another
+        accumulator type (exact; NVVM has no float16 to bool conversion)."""
+        return self.in_dtype == np.float16 and (self.mapped or self.acc_dtype != self.in_dtype)
+
+    @property
     def tile(self) -> int:
         """Elements one block consumes per step; chunks are multiples of it."""
         return self.block * self.items

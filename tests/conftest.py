@@ -61,7 +61,7 @@ def prepares(monkeypatch):
 
 import os as _os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _COMMON = dict(
     deadline=None,
@@ -77,6 +77,10 @@ _COMMON = dict(
 settings.register_profile("ci", max_examples=25, **_COMMON)
 settings.register_profile("dev", max_examples=5, **_COMMON)
 settings.register_profile("thorough", max_examples=200, **_COMMON)
+# "triage": failures reported as found, not shrunk (each shrink step on a GPU may
+# build a kernel)
+settings.register_profile("triage", max_examples=25, phases=[Phase.explicit, Phase.reuse,
+                                                             Phase.generate], **_COMMON)
 settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _PROFILE_SCALE = {"thorough": 10.0, "dev": 0.2}.get(_os.environ.get("HYPOTHESIS_PROFILE"), 1.0)

@@ -274,6 +274,13 @@ def to_device(a: np.ndarray):
     return cuda.to_device(a)
 
 
+@functools.lru_cache(maxsize=None)
+def device_keeps_byte_order() -> bool:
+    """Whether :func:`to_device` keeps a non-native byte order (Numba's device
+    arrays do; CuPy converts to native order as it copies)."""
+    return not to_device(np.zeros(2, np.dtype(">i4"))).dtype.isnative
+
+
 def to_host(result, expect_device: bool):
     """A device result brought back, after checking it is one when expected."""
     if isinstance(result, tuple):

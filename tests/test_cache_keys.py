@@ -442,6 +442,7 @@ def small_caches():
 
 
 @pytest.mark.slow
+@pytest.mark.sim
 def test_distinct_ops_past_the_bounds_are_dropped(small_caches):
     """Ops with distinct captured contents, more than the caches hold: each
     cache stays within its (shrunk) bound and the frozen copies that dropped

@@ -638,8 +638,10 @@ def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
             raise RuntimeError("no Numba here")
         return compiled
 
-    first_call = fastpath.launch
-    monkeypatch.setattr(fastpath, "launch", first_call)  # restored afterwards
+    # the launch that picks its implementation (earlier launches in this process
+    # have replaced ``fastpath.launch``, which the monkeypatch restores afterwards)
+    first_call = fastpath.first_launch
+    monkeypatch.setattr(fastpath, "launch", first_call)
     monkeypatch.setattr(fastpath, "COMPILE_AFTER", 3)
     monkeypatch.setattr(fastpath, "_bindings_launch", lambda: python)
     monkeypatch.setattr(fastpath, "_compiled_launch", build)
@@ -755,6 +757,7 @@ def test_no_image_key_for_an_op_known_by_identity_or_with_the_cache_off(toolchai
     assert image_key(_kernel(), ARGS, (9, 0)) is None
 
 
+@pytest.mark.sim
 def test_kernels_run_their_source_only_when_launched():
     """A launch that finds its image on disk needs no Numba dispatcher: the
     generated module is executed on first use of ``Kernel.fn``."""
@@ -1112,7 +1115,7 @@ def test_gpu_load_function_launches_a_stored_image(cache_dir):
     out = cuda.device_array(100, np.int64)
     compiled = fill.compile((nt.Array(nt.int64, 1, "C"), nt.int64))
     image = compiled._codelibrary.get_cubin()
-    handle = cubins.load_function(bytes(image), compiled.entry_name)
+    handle = cubins.load_function(cubins.cubin_bytes(image), compiled.entry_name)
     view = fastpath.view_of(out)
     words = np.array(list(view.args()) + [7], np.int64)
     pointers = np.arange(8, dtype=np.uint64) * 8 + words.ctypes.data

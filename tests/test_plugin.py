@@ -25,7 +25,13 @@ def _run(pytester, source, *args):
     return result, (json.loads(out.read_text())["benchmarks"] if out.exists() else None)
 
 
-def test_wall_clock_without_a_gpu(pytester):
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """This process as one without a GPU (the user's tests run in it, inline)."""
+    monkeypatch.setattr(measure, "gpu_name", lambda: None)
+
+
+def test_wall_clock_without_a_gpu(pytester, no_gpu):
     result, found = _run(pytester, """
         import numpy as np
         import pyreduce
@@ -73,7 +79,7 @@ def test_gpu_rounds_become_the_statistics(pytester):
     assert info["GBps"] == pytest.approx(4_000_000 / 2.5e-3 / 1e9)
 
 
-def test_benchmark_disable_runs_once(pytester):
+def test_benchmark_disable_runs_once(pytester, no_gpu):
     result, found = _run(pytester, """
         def test_op(gpu_benchmark):
             calls = []
@@ -85,13 +91,34 @@ def test_benchmark_disable_runs_once(pytester):
     result.assert_outcomes(passed=1, warnings=0)  # the fixture counts as used
 
 
-def test_insisting_on_the_gpu_without_one_says_why(pytester):
+def test_insisting_on_the_gpu_without_one_says_why(pytester, no_gpu):
     result, _ = _run(pytester, """
         def test_op(gpu_benchmark):
             gpu_benchmark.pedantic(lambda: 1, timer="gpu")
     """, "-W", "ignore::pytest_benchmark.logger.PytestBenchmarkWarning")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*timer='gpu' needs a CUDA GPU*"])
+
+
+@pytest.mark.gpu
+def test_device_time_on_a_real_gpu(pytester):
+    result, found = _run(pytester, """
+        import numpy as np
+        from numba import cuda
+        import pyreduce
+
+        def test_sum(gpu_benchmark):
+            x = cuda.to_device(np.ones(1 << 20, dtype=np.float32))
+            got = gpu_benchmark(pyreduce.sum, x, nbytes=x.nbytes)
+            assert got == 1 << 20
+    """)
+    result.assert_outcomes(passed=1)
+    (bench,) = found
+    info, stats = bench["extra_info"], bench["stats"]
+    assert info["timing"] == "gpu" and info["device"] == measure.gpu_name()
+    assert info["timer"] == measure.GPU_TIMER and stats["rounds"] == 5
+    # 4 MiB read in well under a millisecond, and not in less than a microsecond
+    assert 1e-6 < info["seconds"] == stats["median"] < 1e-3
 
 
 def test_without_pytest_benchmark_the_error_names_it(pytester):

@@ -172,8 +172,8 @@ class GeneratedBackend:
             names["fmap"] = fmap
         if is_bfloat16(spec.in_dtype):
             names["bf16_t"] = self.bfloat16_loader()
-        elif spec.mapped and spec.in_dtype == np.float16:
-            names["f32_t"] = np.float32  # its elements as the map sees them
+        elif spec.half_as_float32:
+            names["f32_t"] = np.float32
         width = 2
         while width <= spec.vector:  # a factory may load a run narrower than the spec's
             names[f"vload{width}"] = self.vector_load(width)

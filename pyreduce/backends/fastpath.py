@@ -241,6 +241,9 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
 #: launches made in Python before :func:`launch` switches to compiled code
 COMPILE_AFTER = 1000
 
+#: :func:`launch` as defined: it picks the implementation that replaces it
+first_launch = launch
+
 
 def _use(implementation) -> None:
     global launch

@@ -59,7 +59,7 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
     item = value or f"{src}[{index}]"
     if is_bfloat16(spec.in_dtype):  # its bits, stored as uint16
         item = f"bf16_t({item})"
-    elif spec.mapped and spec.in_dtype == np.float16:  # a map sees float32 on every backend
+    elif spec.half_as_float32:
         item = f"f32_t({item})"
     if spec.mapped:
         return f"acc_t(fmap({index}, {item}))"
