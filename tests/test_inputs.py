@@ -672,3 +672,17 @@ def test_large_python_ints_name_the_argument():
         pyreduce.reduce(np.ones(3), "add", identity=1j, backend="cpu")
     with pytest.raises(TypeError, match="identity=nan.*int64"):
         pyreduce.reduce(np.ones(3, np.int64), "add", identity=float("nan"), backend="cpu")
+
+
+@pytest.mark.parametrize("shape, strides", [((0,), (24,)), ((1,), (40,)), ((0, 3), (0, 8)),
+                                            ((1, 1, 1), (64, 8, 4)), ((3, 0), (16, 4))])
+def test_device_views_of_empty_and_one_element_arrays_are_contiguous(shape, strides):
+    """Regression (GPU): CuPy reports arbitrary strides for arrays of zero or one
+    element, and ``out=`` of such an array was refused as not C-contiguous."""
+    from pyreduce.backends.fastpath import view_from
+    from pyreduce.interop import DeviceFields
+
+    view = view_from(DeviceFields(4096, shape, strides, np.dtype(np.float64), None), None)
+    assert view is not None and view.stride == 8 and view.size == int(np.prod(shape))
+    strided = view_from(DeviceFields(4096, (2, 3), (48, 16), np.dtype(np.float64), None), None)
+    assert strided is None  # more than one element: the strides still count

@@ -81,6 +81,8 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
     size = 1
     for extent in shape:
         size *= extent
+    if size <= 1:  # no stride to honour: producers report any for such arrays
+        return DeviceView(fields.ptr, size, dt.itemsize, dt, owner)
     if len(shape) == 1 and strides is not None:
         return DeviceView(fields.ptr, size, strides[0], dt, owner)
     if strides is not None:  # N-D with explicit strides: C-contiguous after all?

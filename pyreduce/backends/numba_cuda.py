@@ -312,8 +312,7 @@ class CudaBackend(NumbaCudaBackend):
         if shape is None:
             return DeviceView(fields.ptr, 1, dtype.itemsize, dtype, out)
         view = view_from(fields, out)
-        # (a stride means nothing for one element or none: CuPy may report any)
-        if view is None or (view.size > 1 and view.stride != dtype.itemsize):
+        if view is None or view.stride != dtype.itemsize:
             raise ValueError("out= must be C-contiguous to be written in place")
         return view
 
