@@ -627,3 +627,14 @@ def test_gpu_auto_route_is_explained(gpu_chunks, store):
     e = pyreduce.explain(x, "max")
     assert e.route is not None and e.route.gpu_s is not None and e.result == x.max()
     assert e.backend == ("cuda" if e.route.path == "gpu" else "cpu")
+
+
+def test_per_element_rates_leave_out_each_calls_fixed_cost():
+    """Regression (H100): a parallel fold's rate was its time over 2 million
+    elements, split and join included, 5 times its rate at 1e8: ``auto`` then sent
+    float32 lambdas to the GPU, 3.7 to 10.5 times slower than the CPU."""
+    fixed, rate = 300e-6, 0.1e-9
+    assert calibrate._slope(lambda k: fixed + k * rate, 2 << 20) == pytest.approx(rate)
+    # noise that makes the half look slower than the whole: the plain average
+    assert calibrate._slope(lambda k: 1e-3 if k < 2 << 20 else 0.9e-3, 2 << 20) == \
+        pytest.approx(0.9e-3 / (2 << 20))
