@@ -25,7 +25,7 @@ __all__ = [
     "cache_info", "cache_clear", "warmup", "tuning",
 ]
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402, F401  (the package's version)
 
 
 def __getattr__(name):

@@ -5,7 +5,7 @@
 prints each result and time next to NumPy's; it exits non-zero if any result
 disagrees. ``info`` prints the versions and backends this process sees. ``tune``
 measures the best kernel configuration for common cases on this GPU and the
-cost model that routes host arrays (:mod:`pyreduce.calibrate`), and records
+cost model that routes host arrays (:mod:`pyreduce.calibrate`, :func:`pyreduce.tuning.calibrate`), and records
 them (:mod:`pyreduce.tuning`); ``tuning`` lists the recorded choices and
 ``tuning --reset`` forgets them. ``cache info`` describes the disk cache of
 compiled kernels and ``cache clear`` empties it (:mod:`pyreduce.diskcache`);
@@ -372,9 +372,7 @@ def tune(dtypes, ops, sizes, out=sys.stdout) -> int:
                       f"i{choice.items_per_thread} ({choice.GBps:.0f} GB/s)", file=out,
                       flush=True)
     print(tuning.show(), file=out)
-    from pyreduce import calibrate
-
-    print(f"host inputs: {calibrate.calibrate()}", file=out)
+    print(f"host inputs: {tuning.calibrate()}", file=out)
     return 0
 
 

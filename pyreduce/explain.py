@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from .api import KEYWORDS, check_keywords, deterministic_variant, prepare
+from .axes import normalize_axes
+from .batch import describe_plan
 from .interop import inspect
+from .masked import compressed
+from .occupancy import occupancy
 from .ops import as_monoid
+from .partial import prepare_axes
 from .planner import Plan, Tuning
 
 __all__ = ["Explanation", "explain"]
@@ -44,8 +50,6 @@ class Explanation:
                 f"{p.chunk} elements per block, {p.passes} pass(es)"
             )
         elif p is not None:
-            from .batch import describe_plan
-
             lines.append(f"plan:    {describe_plan(p)}")
         for k in self.kernels:
             lines.append(f"\n--- {k.name}: {self.resources.get(k.name)}")
@@ -60,9 +64,7 @@ def _resources(backend, kernel, device) -> dict | str:
             f"registers, shared and local memory and occupancy are not known on the "
             f"{backend.name} backend (no compiled GPU code)"
         )
-    from .backends.cubins import function_resources
-    from .occupancy import occupancy
-
+    from .backends.cubins import function_resources  # late: the CUDA toolchain
     # of the functions the reduction launched (compiled or loaded from the disk
     # cache), one per input layout: the largest
     found = function_resources(kernel)
@@ -84,8 +86,6 @@ def _unmasked(info, kwargs):
     if kwargs.get("axis") is not None or kwargs.get("keepdims"):
         raise TypeError("explain() takes a masked array only without axis= and keepdims=; "
                         "pass x.compressed() or x.filled(value)")
-    from .masked import compressed
-
     return compressed(info)
 
 
@@ -99,10 +99,6 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
-    from .api import KEYWORDS, check_keywords, deterministic_variant, prepare
-    from .axes import normalize_axes
-    from .partial import prepare_axes
-
     check_keywords("explain", kwargs, KEYWORDS)
     info = _unmasked(inspect(x, masked=True), kwargs)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"),

@@ -34,9 +34,10 @@ def backend(request):
 
 @pytest.fixture
 def prepares(monkeypatch):
-    """The number of full-path calls (``api.prepare``) since the test began; the
-    remembered repeat calls are forgotten first (``pyreduce.repeat``)."""
-    from pyreduce import api, repeat
+    """The number of full-path calls (``prepare``, from the public calls and from
+    masked inputs) since the test began; the remembered repeat calls are
+    forgotten first (``pyreduce.repeat``)."""
+    from pyreduce import api, masked, repeat
 
     count = [0]
     real = api.prepare
@@ -46,6 +47,7 @@ def prepares(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(api, "prepare", counting)
+    monkeypatch.setattr(masked, "prepare", counting)
     repeat.clear()
     return count
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyreduce
-from pyreduce import api, backends, calibrate, costmodel, hostroute, tuning
+from pyreduce import api, backends, calibrate, costmodel, hostroute, tuned, tuning
 from pyreduce.backends import cpu_parallel, staging
 from pyreduce.interop import inspect
 from pyreduce.ops import as_monoid
@@ -484,24 +484,24 @@ def test_explain_shows_the_route_and_the_chunks(fake_gpu):
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("PYREDUCE_TUNING_FILE", str(tmp_path / "tuning.json"))
-    tuning._loaded = None
+    tuned._loaded = None
     calibrate.forget()
     yield tmp_path / "tuning.json"
-    tuning._loaded = None
+    tuned._loaded = None
     calibrate.forget()
 
 
 def test_host_models_and_choices_share_the_store(store):
     choice = tuning.Choice("warp_shuffle", 256, 4, None, 100.0, "2026-01-01")
-    tuning._save(table={"gpu|float32|float32|add|2**20": choice})
+    tuned._save(table={"gpu|float32|float32|add|2**20": choice})
     tuning.save_host_model("gpu|16 cpus", {"h2d_GBps": 42.0})
-    tuning._loaded = None
+    tuned._loaded = None
     assert tuning.host_model("gpu|16 cpus") == {"h2d_GBps": 42.0}
     assert tuning.host_model("other") is None
     assert list(tuning.choices().values()) == [choice]
     assert "host inputs on gpu|16 cpus: h2d_GBps 42" in tuning.show()
-    tuning._save(table={})  # saving choices keeps the host models
-    tuning._loaded = None
+    tuned._save(table={})  # saving choices keeps the host models
+    tuned._loaded = None
     assert tuning.host_model("gpu|16 cpus") == {"h2d_GBps": 42.0}
     tuning.reset()
     assert tuning.host_model("gpu|16 cpus") is None
@@ -513,8 +513,8 @@ def test_quick_model_is_measured_once_and_recorded(store, chunks, monkeypatch):
     assert first.source.startswith("quick") and first.h2d_GBps > 0 and first.cpu_GBps > 0
     assert calibrate.model(sim) is first
     calibrate.forget()  # a new process: read from the store, not measured again
-    monkeypatch.setattr(calibrate, "_cheap", lambda be: pytest.fail("measured again"))
-    tuning._loaded = None
+    monkeypatch.setattr(calibrate, "cheap_numbers", lambda be: pytest.fail("measured again"))
+    tuned._loaded = None
     assert calibrate.model(sim) == first
 
 
@@ -522,7 +522,7 @@ def test_a_failed_measurement_gives_the_defaults(store, monkeypatch):
     def broken(be):
         raise RuntimeError("no pinned memory")
 
-    monkeypatch.setattr(calibrate, "_cheap", broken)
+    monkeypatch.setattr(calibrate, "cheap_numbers", broken)
     with pytest.warns(UserWarning, match="no pinned memory"):
         assert calibrate.model(backends.get("sim")) is costmodel.DEFAULTS
 

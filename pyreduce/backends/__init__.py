@@ -90,9 +90,9 @@ def _instance(name: str):
 
 def _create(name: str):
     if name == "cpu":
-        from .cpu import CpuBackend
+        from .cpu import shared
 
-        return CpuBackend()
+        return shared()
     if name == "hip":
         from .hip import HipBackend
 

@@ -1,8 +1,8 @@
 """numba-cuda backends: ``cuda`` on a GPU and ``sim`` in Numba's CUDA simulator.
 
 Both run the same generated source, the simulator's without the launch bounds
-its ``jit`` does not take (:data:`~pyreduce.backends.dialect.CUDA` and
-:data:`~pyreduce.backends.dialect.SIM`). They differ in what they compile the operator to, in the device they
+its ``jit`` does not take (:data:`~pyreduce.dialect.CUDA` and
+:data:`~pyreduce.dialect.SIM`). They differ in what they compile the operator to, in the device they
 describe to the planner, and in the simulator's warp emulation
 (:mod:`pyreduce.backends.simwarp`).
 """
@@ -24,7 +24,7 @@ from ..forks import renew_in_child
 from ..interop import ArrayInterface, device_fields
 from .base import GeneratedBackend, carrier, check_out, check_stream, not_a_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
-from .dialect import CUDA, SIM
+from ..dialect import CUDA, SIM
 from .opcheck import check_op
 from .express import express
 from .results import maker

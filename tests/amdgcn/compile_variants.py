@@ -208,7 +208,7 @@ def compile_target(arch: str, variants: list[str], asm_dir: str | None) -> list[
     from numba import hip
 
     import pyreduce
-    from pyreduce.backends.dialect import HIP
+    from pyreduce.dialect import HIP
     from pyreduce.backends.hip import HipBackend
     from pyreduce.planner import DeviceInfo, default_items
     from pyreduce.spec import KernelSpec
