@@ -5,6 +5,7 @@
 5.0
 """
 
+from . import dask as _dask
 from . import tuning
 from .api import (
     Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
@@ -26,6 +27,11 @@ __all__ = [
 ]
 
 from ._version import __version__  # noqa: E402, F401  (the package's version)
+from .api import scale_out_with as _scale_out_with  # noqa: E402
+
+# Dask collections reach the public calls, which live below pyreduce.dask: the
+# call that reduces them is handed down here (Dask itself is imported on first use)
+_scale_out_with(_dask.call)
 
 
 def __getattr__(name):

@@ -171,12 +171,21 @@ def _on_dask(x) -> bool:
     return type(x).__module__.startswith("dask.")
 
 
+#: What reduces a Dask collection: :func:`pyreduce.dask.call`, which builds on this
+#: module, handed down by the package when it is imported (:func:`scale_out_with`).
+_SCALE_OUT = None
+
+
+def scale_out_with(call) -> None:
+    """Reduce Dask collections with ``call(name, args)`` (:func:`pyreduce.dask.call`)."""
+    global _SCALE_OUT
+    _SCALE_OUT = call
+
+
 def _scale_out(name: str, args: dict):
     """``name(**args)`` of a Dask array (:mod:`pyreduce.dask`); ``args`` is the
     public function's ``locals()`` on entry: its arguments."""
-    from . import dask
-
-    return dask.call(name, args)
+    return _SCALE_OUT(name, args)
 
 
 _DEFAULT_TUNING = Tuning()

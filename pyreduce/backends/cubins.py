@@ -32,7 +32,7 @@ import time
 import weakref
 
 from .. import diskcache
-from .fastpath import check_driver, cuda_driver
+from .cudadriver import check_driver, compute_capability, cuda_driver, current_device
 
 __all__ = ["function_handle", "function_resources", "load_function", "image_key", "toolchain",
            "KIND"]
@@ -343,9 +343,6 @@ def _loaded_path(name: str) -> str | None:
 
 def _context() -> tuple:
     """``(context handle, compute capability)`` of this thread's context."""
-    from .cudadriver import compute_capability
-    from .fastpath import current_device
-
     device = current_device()  # makes a context current where none is
     err, ctx = cuda_driver().cuCtxGetCurrent()
     check_driver(err)
