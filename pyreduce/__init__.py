@@ -5,8 +5,6 @@
 5.0
 """
 
-from . import dask as _dask
-from . import tuning
 from .api import (
     Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
     prod, reduce, segmented_reduce, std, sum, var,
@@ -29,18 +27,28 @@ __all__ = [
 from ._version import __version__  # noqa: E402, F401  (the package's version)
 from .api import scale_out_with as _scale_out_with  # noqa: E402
 
-# Dask collections reach the public calls, which live below pyreduce.dask: the
-# call that reduces them is handed down here (Dask itself is imported on first use)
-_scale_out_with(_dask.call)
+
+
+def _scale_out(name, args):
+    """A public call of a Dask collection: :func:`pyreduce.dask.call`, imported
+    on first use (it builds on the public calls, which live below it)."""
+    from . import dask
+
+    return dask.call(name, args)
+
+
+_scale_out_with(_scale_out)
 
 
 def __getattr__(name):
     # pyreduce.testing needs hypothesis, a test extra: imported on first use, so
     # that `import pyreduce` works without it
-    if name == "testing":
+    # pyreduce.tuning (the tuner) runs whole reductions and times them: imported
+    # on first use too, so that `import pyreduce` stays quick
+    if name in ("testing", "tuning"):
         import importlib
 
-        return importlib.import_module(".testing", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -83,7 +83,6 @@ from __future__ import annotations
 import numpy as np
 
 from .backends.base import to_host
-from .backends.cpu_parallel import loadable
 from .backends.opcheck import compiled_step, njit_cast, njit_map
 from .cache import KERNELS
 from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
@@ -152,6 +151,8 @@ def reduce_host(host: np.ndarray, monoid: Monoid, initial=None):
     combine = _combiner(monoid)
     flat = np.ravel(host, order="C")
     if monoid.map is not None:  # the leaves fold mapped elements
+        from .backends.cpu_parallel import loadable  # late: the cpu backend's module
+
         flat = KERNELS.get(("cpu", "map-array", monoid.cache_key), lambda: _map_array(monoid))(
             loadable(flat))
     root = tree_root(flat, monoid.dtype, combine)

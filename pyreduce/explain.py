@@ -9,7 +9,6 @@ from .axes import normalize_axes
 from .batch import describe_plan
 from .interop import inspect
 from .masked import compressed
-from .occupancy import occupancy
 from .ops import as_monoid
 from .partial import prepare_axes
 from .planner import Plan, Tuning
@@ -65,6 +64,8 @@ def _resources(backend, kernel, device) -> dict | str:
             f"{backend.name} backend (no compiled GPU code)"
         )
     from .backends.cubins import function_resources  # late: the CUDA toolchain
+    from .occupancy import occupancy  # late: GPU backends only
+
     # of the functions the reduction launched (compiled or loaded from the disk
     # cache), one per input layout: the largest
     found = function_resources(kernel)

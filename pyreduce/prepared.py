@@ -9,11 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import backends
-from .backends import staging
 from .backends.base import check_out, check_out_array, to_host
-from .backends.staging import Streamed
 from .dtypes import bfloat16_to_float32, is_bfloat16
-from .hostroute import route as host_route
 from .ops import Monoid, cast_value
 from .planner import make_plan
 from .variants import VARIANTS
@@ -131,6 +128,8 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream,
     be = backends.get(backend_name, on_device=info.on_device)
     route = None
     if info.host is not None and info.size and getattr(be, "stages_host_inputs", False):
+        from .hostroute import route as host_route  # late: host inputs on a GPU only
+
         route = host_route(info, monoid, be, backend_name, host_result)
         if route.path == "cpu":
             be = backends.get("cpu")
@@ -141,6 +140,8 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream,
         return call
     call.device = device = be.device(tuning.warp_size)
     if route is not None and host_result and _streams(info, monoid, fixed_tree):
+        from .backends.staging import Streamed  # late: host inputs on a GPU only
+
         call.streamed = Streamed(be, monoid, info.dtype, device, tuning, info.size)
         call.plan = plan = call.streamed.first_plan()
     else:
@@ -162,4 +163,6 @@ def _needs_commutative(variant: str) -> bool:
 def _streams(info, monoid: Monoid, fixed_tree: bool) -> bool:
     """Whether a host input is reduced chunk by chunk as it is copied (else it
     is copied whole first): large enough, and a reduction that splits."""
+    from .backends import staging  # late: host inputs on a GPU only
+
     return info.host.nbytes > staging.DIRECT_BYTES and staging.streamable(monoid, fixed_tree)

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..codegen import kernel_name
-from ..dialect import CUDA
 from ..spec import BatchSpec, KernelSpec, default_items
 from . import columns, pairwise, segments, tree, warp_shuffle
 
@@ -159,6 +158,8 @@ def variant_source(
     >>> "tid % (2 * s) == 0" in src and "gpu.shared.array(64, acc_t)" in src
     True
     """
+    from ..dialect import CUDA  # late: the backends import it, `import pyreduce` need not
+
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
     dt = np.dtype(dtype)
