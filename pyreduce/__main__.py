@@ -5,7 +5,7 @@
 prints each result and time next to NumPy's; it exits non-zero if any result
 disagrees. ``info`` prints the versions and backends this process sees. ``tune``
 measures the best kernel configuration for common cases on this GPU and the
-cost model that routes host arrays (:mod:`pyreduce.calibrate`, :func:`pyreduce.tuning.calibrate`), and records
+cost model that routes host arrays (:mod:`pyreduce.calibrate`), and records
 them (:mod:`pyreduce.tuning`); ``tuning`` lists the recorded choices and
 ``tuning --reset`` forgets them. ``cache info`` describes the disk cache of
 compiled kernels and ``cache clear`` empties it (:mod:`pyreduce.diskcache`);

@@ -15,8 +15,8 @@ rows (the reduced elements of an output are one run, ``|ks| == 1``, or no
 layout is better)
     ``K <= THREAD_MAX``: a thread per row. Rows of at most two warp tiles, or of
     at most ``WARP_TILES`` when there are at least half as many rows as the GPU
-    holds warps at once: a warp per row. Longer rows: a block per row; when there are fewer rows than
-    twice the blocks resident at once, each row is cut into parts, one block
+    holds warps at once: a warp per row. Longer rows: a block per row; when there
+    are fewer rows than twice the blocks resident at once, each row is cut into parts, one block
     each, and a warp per row folds the parts' partials in a second launch.
 columns (the *outputs* are adjacent, ``si == 1``, the reduced elements are
 not, and a row of outputs fills a warp)
@@ -205,7 +205,7 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPl
         else:
             tile = block * items
             parts = shape.parts(d.M, d.K, tile)
-            chunk = -(-(-(-d.K // parts)) // tile) * tile
+            chunk = -(-(-(-d.K // parts)) // tile) * tile  # noqa: B002  (two ceilings)
             parts = -(-d.K // chunk)  # every part holds elements
             grid = d.M * parts
     split = parts > 1

@@ -61,9 +61,9 @@ def prepares(monkeypatch):
 # tests set their counts with ``settings(max_examples=examples(n))``; ``examples``
 # scales ``n`` by the profile's factor, or by PYREDUCE_EXAMPLES_SCALE when set.
 
-import os as _os
+import os as _os  # noqa: E402  (with the section it serves)
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 _COMMON = dict(
     deadline=None,

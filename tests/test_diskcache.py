@@ -212,7 +212,8 @@ def _damaged(data: bytes, header_at: int):
         flipped[at] ^= 0x10
         yield f"bit flipped at {at}", bytes(flipped)
     yield "garbage appended", data + b"\x00garbage"
-    yield "another format's magic", data.replace(diskcache._MAGIC, diskcache._MAGIC[:-2] + b"\x02\n", 1)
+    other = diskcache._MAGIC[:-2] + b"\x02\n"
+    yield "another format's magic", data.replace(diskcache._MAGIC, other, 1)
 
 
 def test_a_damaged_entry_is_a_miss_and_is_rebuilt(cache_dir):

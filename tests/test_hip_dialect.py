@@ -196,7 +196,8 @@ def test_hip_import_path_never_needs_numba_cuda(tmp_path):
         "from pyreduce.dialect import HIP\n"
         "from pyreduce.variants import generate\n"
         "from pyreduce.spec import KernelSpec\n"
-        "src = generate(KernelSpec('last_block', np.float32, np.float32, 'op', 256, 64, 4), HIP)[1]\n"
+        "spec = KernelSpec('last_block', np.float32, np.float32, 'op', 256, 64, 4)\n"
+        "src = generate(spec, HIP)[1]\n"
         "assert 'shfl_down' in src\n"
         "print(pyreduce.available(), hip.wavefront_size('gfx942'))\n"
     )

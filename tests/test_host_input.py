@@ -180,7 +180,7 @@ def test_reads_index():
         return (lambda: i)() + v
 
     def shadowed(i, v):
-        i = 2
+        i = 2  # noqa: F841  (an argument shadowed, on purpose)
         return v
 
     assert cpu_parallel.reads_index(lambda i, v: v * i)

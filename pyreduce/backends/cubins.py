@@ -16,10 +16,11 @@ The key (:func:`image_key`) holds everything that changes the machine code: the
 generated source, the operator's code key, the spec, the argument types, the
 compute capability, the driver's version, pyreduce's code version and the
 toolchain (:func:`toolchain`: the installed Numba, numba-cuda, llvmlite and
-cuda-bindings, and the NVVM library found). The NVVM library is only known after Numba has loaded it, so
-its identity (path, size, modification time, version) is remembered in the cache
-directory after a compile and checked with one ``stat`` in later processes;
-until a process has seen it, lookups miss and kernels compile.
+cuda-bindings, and the NVVM library found). The NVVM library is only known
+after Numba has loaded it, so its identity (path, size, modification time,
+version) is remembered in the cache directory after a compile and checked with
+one ``stat`` in later processes; until a process has seen it, lookups miss and
+kernels compile.
 """
 
 from __future__ import annotations

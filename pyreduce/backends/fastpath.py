@@ -41,7 +41,8 @@ class DeviceView:
         self.ptr, self.size, self.stride, self.dtype, self.owner = ptr, size, stride, dtype, owner
 
     def __repr__(self):
-        return f"DeviceView(ptr={self.ptr:#x}, size={self.size}, stride={self.stride}, dtype={self.dtype})"
+        return (f"DeviceView(ptr={self.ptr:#x}, size={self.size}, stride={self.stride}, "
+                f"dtype={self.dtype})")
 
     @property
     def layout(self) -> str:

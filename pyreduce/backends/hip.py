@@ -101,7 +101,7 @@ class HipBackend(GeneratedBackend):
     def device_id(self) -> int:
         return int(self.hip.get_current_device().id)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: B019  (a backend lives as long as the process)
     def _gpu_info(self, device_id) -> DeviceInfo:
         dev = self.hip.get_current_device()
         arch = dev.amdgpu_arch

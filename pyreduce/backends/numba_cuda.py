@@ -189,7 +189,7 @@ class CudaBackend(NumbaCudaBackend):
     def device_id(self) -> int:
         return current_device()
 
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: B019  (a backend lives as long as the process)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
         """The device's description, from the driver's attributes (by the names
         Numba's device object uses for them)."""
