@@ -43,6 +43,7 @@ from .cache import Memo
 from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import DeviceInfo, Tuning, default_items, vector_width
 from .spec import BatchSpec
+from .variants.columns import ROWS
 
 __all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "WARP_TILES"]
 
@@ -227,8 +228,6 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPl
 
 
 def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPlan:
-    from .variants.columns import ROWS
-
     items = shape.items
     unit = d.si == 1
     rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.ks) if unit else 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import as_value
+from .opcheck import compiled_step
 
 __all__ = ["MIN_BYTES", "pieces", "part_count", "map_pieces", "reduce_ufunc",
            "reduce_host", "combine", "shift_index", "shifts_index", "reads_index",
@@ -200,8 +201,6 @@ def combine(partials, monoid, initial=None):
     cast to the accumulator: with the ufunc for a built-in op (NumPy's
     semantics), the plain-Python op for the library's structured reductions,
     else the op compiled as the kernels compile it (a user's op)."""
-    from .opcheck import compiled_step
-
     dt = monoid.dtype
     values = list(partials) if initial is None else [initial, *partials]
     ufunc = builtin_ufunc(monoid)

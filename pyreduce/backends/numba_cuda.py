@@ -22,6 +22,7 @@ from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
 from ..forks import renew_in_child
 from ..interop import ArrayInterface, device_fields
+from ..occupancy import SMLimits
 from .base import GeneratedBackend, carrier, check_out, check_stream, not_a_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from ..dialect import CUDA, SIM
@@ -193,8 +194,6 @@ class CudaBackend(NumbaCudaBackend):
     def _gpu_info(self, device_id: int) -> DeviceInfo:
         """The device's description, from the driver's attributes (by the names
         Numba's device object uses for them)."""
-        from ..occupancy import SMLimits
-
         cc = compute_capability(device_id)
         warp = attribute(device_id, "WARP_SIZE")
         limits = SMLimits(

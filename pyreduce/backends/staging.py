@@ -46,6 +46,7 @@ import threading
 import numpy as np
 
 from ..dtypes import as_value, storage
+from ..planner import make_plan
 from .cpu import shared as cpu_backend
 from .cpu_parallel import combine, reads_index, shift_index, shifts_index
 
@@ -364,8 +365,6 @@ class Streamed:
     def plan(self, elements: int, align: int = 16):
         """The plan that reduces one chunk of ``elements`` elements to one
         partial (no initial value: that is combined on the host)."""
-        from ..planner import make_plan
-
         m = self.monoid
         return make_plan(elements, self.in_dtype, m.dtype, m.key, self.device, self.tuning,
                          0, align)
