@@ -5,10 +5,12 @@
 5.0
 """
 
+from ._version import __version__ as __version__
 from .api import (
     Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
     prod, reduce, segmented_reduce, std, sum, var,
 )
+from .api import scale_out_with as _scale_out_with
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .deterministic import reference
@@ -23,10 +25,6 @@ __all__ = [
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "warmup", "tuning",
 ]
-
-from ._version import __version__  # noqa: E402, F401  (the package's version)
-from .api import scale_out_with as _scale_out_with  # noqa: E402
-
 
 
 def _scale_out(name, args):

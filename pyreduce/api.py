@@ -12,7 +12,7 @@ from .dtypes import default_accumulator, is_tuple
 from .ops import as_monoid, sum_dtype
 from .partial import axes_take
 from .planner import Tuning
-from .prepared import Prepared, prepare  # noqa: F401  (Prepared: explain's type)
+from .prepared import prepare
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .api import KEYWORDS, check_keywords, deterministic_variant, prepare
+from .api import KEYWORDS, check_keywords, deterministic_variant
 from .axes import normalize_axes
 from .batch import describe_plan
 from .interop import inspect
@@ -12,6 +12,7 @@ from .masked import compressed
 from .ops import as_monoid
 from .partial import prepare_axes
 from .planner import Plan, Tuning
+from .prepared import prepare
 
 __all__ = ["Explanation", "explain"]
 

@@ -33,7 +33,7 @@ import datetime
 import numpy as np
 
 from . import backends, costmodel, tuned
-from .backends import staging  # noqa: F401  (backends.staging below)
+from .backends import staging
 from .calibrate import SAMPLE_BYTES, best_seconds, cheap_numbers, remember
 from .interop import inspect
 from .measure import device_seconds, wall_seconds
@@ -152,7 +152,7 @@ def _gpu_numbers(be, src: np.ndarray) -> dict:
     """The GPU path's fixed cost (a streamed sum of a few elements) and the
     device's reduction rate (a sum of a device array)."""
     add = as_monoid("add", src.dtype)
-    small = src[: (backends.staging.DIRECT_BYTES // 8) + 1]  # just past the direct copies
+    small = src[: (staging.DIRECT_BYTES // 8) + 1]  # just past the direct copies
     call = prepare(inspect(small), add, None, be.name, Tuning(), None)
     fixed = best_seconds(call.run, 20)
     device = be.gpu.to_device(src)
