@@ -226,7 +226,7 @@ def run(args) -> None:
     sizes = [int(float(s)) for s in args.sizes] if args.sizes else (
         GPU_SIZES if gpu else CPU_SIZES)
     if gpu:
-        from pyreduce import backends, calibrate
+        from pyreduce import backends, calibrate, tuning
 
         result["copies"] = copies()
         print(json.dumps(result["copies"]), flush=True)
@@ -234,7 +234,7 @@ def run(args) -> None:
             result["chunk_sweep"] = chunk_sweep([int(c) for c in args.chunks],
                                                 [int(p) for p in args.pieces])
         be = backends.get("cuda")
-        model = calibrate.calibrate(be) if args.calibrate else calibrate.model(be)
+        model = tuning.calibrate(be) if args.calibrate else calibrate.model(be)
         result["model"] = model.as_dict()
         print(json.dumps(result["model"]), flush=True)
     result["rows"] = table(sizes, args.dtypes, args.ops, gpu)

@@ -102,7 +102,7 @@ def main(n: int = 2**10) -> None:
     timed = [(name, fn) for name, fn in rows if fn is not None]
     best: dict = {}
     for _ in range(3):  # interleaved rounds, the best of each: drift favours none
-        for i, (name, fn) in enumerate(timed):
+        for i, (_, fn) in enumerate(timed):
             best[i] = min(best.get(i, float("inf")), per_call_us(fn))
     i = 0
     for name, fn in rows:

@@ -55,7 +55,8 @@ def main() -> int:
                     "naive", "reduced_divergence", "sequential") else vec)
                 check(f"variant {v} vector={vec}", got, host[-1])
         i8 = cp.asarray(rng.integers(-128, 127, 3_000_001, dtype=np.int8, endpoint=True))
-        check("int8 sum -> int64", int(pyreduce.sum(i8)), int(cp.asnumpy(i8).astype(np.int64).sum()))
+        check("int8 sum -> int64", int(pyreduce.sum(i8)),
+              int(cp.asnumpy(i8).astype(np.int64).sum()))
         b = cp.asarray(rng.random(100_001) < 0.5)
         check("bool any", bool(pyreduce.reduce(b, np.logical_or)), bool(cp.asnumpy(b).any()))
         f8 = cp.asarray(rng.standard_normal(2**20 + 7))

@@ -77,7 +77,7 @@ def sources() -> dict[str, str]:
     import numpy as np
 
     from pyreduce.backends.cpu import LANES, STREAMS, fold_source, lanes_source
-    from pyreduce.backends.dialect import CUDA
+    from pyreduce.dialect import CUDA
     from pyreduce.flatten import gather_source
     from pyreduce.spec import BatchSpec
     from pyreduce.variants import VARIANTS, generate

@@ -5,11 +5,12 @@
 5.0
 """
 
-from . import tuning
+from ._version import __version__ as __version__
 from .api import (
     Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
     prod, reduce, segmented_reduce, std, sum, var,
 )
+from .api import scale_out_with as _scale_out_with
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .deterministic import reference
@@ -25,16 +26,27 @@ __all__ = [
     "cache_info", "cache_clear", "warmup", "tuning",
 ]
 
-__version__ = "0.1.0"
+
+def _scale_out(name, args):
+    """A public call of a Dask collection: :func:`pyreduce.dask.call`, imported
+    on first use (it builds on the public calls, which live below it)."""
+    from . import dask
+
+    return dask.call(name, args)
+
+
+_scale_out_with(_scale_out)
 
 
 def __getattr__(name):
     # pyreduce.testing needs hypothesis, a test extra: imported on first use, so
     # that `import pyreduce` works without it
-    if name == "testing":
+    # pyreduce.tuning (the tuner) runs whole reductions and times them: imported
+    # on first use too, so that `import pyreduce` stays quick
+    if name in ("testing", "tuning"):
         import importlib
 
-        return importlib.import_module(".testing", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

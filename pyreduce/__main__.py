@@ -372,9 +372,7 @@ def tune(dtypes, ops, sizes, out=sys.stdout) -> int:
                       f"i{choice.items_per_thread} ({choice.GBps:.0f} GB/s)", file=out,
                       flush=True)
     print(tuning.show(), file=out)
-    from pyreduce import calibrate
-
-    print(f"host inputs: {calibrate.calibrate()}", file=out)
+    print(f"host inputs: {tuning.calibrate()}", file=out)
     return 0
 
 

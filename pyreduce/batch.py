@@ -15,8 +15,8 @@ rows (the reduced elements of an output are one run, ``|ks| == 1``, or no
 layout is better)
     ``K <= THREAD_MAX``: a thread per row. Rows of at most two warp tiles, or of
     at most ``WARP_TILES`` when there are at least half as many rows as the GPU
-    holds warps at once: a warp per row. Longer rows: a block per row; when there are fewer rows than
-    twice the blocks resident at once, each row is cut into parts, one block
+    holds warps at once: a warp per row. Longer rows: a block per row; when there
+    are fewer rows than twice the blocks resident at once, each row is cut into parts, one block
     each, and a warp per row folds the parts' partials in a second launch.
 columns (the *outputs* are adjacent, ``si == 1``, the reduced elements are
 not, and a row of outputs fills a warp)
@@ -43,6 +43,7 @@ from .cache import Memo
 from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import DeviceInfo, Tuning, default_items, vector_width
 from .spec import BatchSpec
+from .variants.columns import ROWS
 
 __all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "WARP_TILES"]
 
@@ -205,7 +206,7 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPl
         else:
             tile = block * items
             parts = shape.parts(d.M, d.K, tile)
-            chunk = -(-(-(-d.K // parts)) // tile) * tile
+            chunk = -(-(-(-d.K // parts)) // tile) * tile  # noqa: B002  (two ceilings)
             parts = -(-d.K // chunk)  # every part holds elements
             grid = d.M * parts
     split = parts > 1
@@ -227,8 +228,6 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPl
 
 
 def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPlan:
-    from .variants.columns import ROWS
-
     items = shape.items
     unit = d.si == 1
     rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.ks) if unit else 0

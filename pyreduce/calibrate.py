@@ -5,9 +5,9 @@ in the tuning store, else (the first host-array call with ``backend="auto"`` on
 a machine) a quick measurement of the numbers that need no compiled kernel: the
 pinned copy to the device, the host threads' copy into pinned memory and the
 cpu backend's built-in rate, some 20-50 ms of work, recorded for later
-processes. Until :func:`calibrate` (``python -m pyreduce tune``) measures the
-rest, which take compiles, the GPU path's fixed cost per call and reduction
-rate keep :data:`pyreduce.costmodel.DEFAULTS`, and the cpu backend's fold of a
+processes. Until ``python -m pyreduce tune`` (:func:`pyreduce.tuning.calibrate`)
+measures the rest, which take compiles, the GPU path's fixed cost per call and
+reduction rate keep :data:`pyreduce.costmodel.DEFAULTS`, and the cpu backend's fold of a
 user's op is taken to fold a float64 per 8 bytes of the built-in rate on all
 threads and at a quarter of it on one (where it keeps one dependency chain per
 stream and no SIMD: on a 2-core host it took about 4 times NumPy's ``max``).
@@ -22,9 +22,12 @@ import time
 
 import numpy as np
 
-from . import costmodel, tuning
+from . import costmodel, tuned
+from .backends import get, staging
+from .backends.cpu_parallel import MIN_BYTES
+from .ops import as_monoid
 
-__all__ = ["model", "calibrate", "machine"]
+__all__ = ["model", "machine", "forget", "remember", "cheap_numbers", "best_seconds", "slope"]
 
 #: Bytes of the arrays timed (twice a staging slot: two chunks in flight).
 SAMPLE_BYTES = 16 << 20
@@ -36,14 +39,14 @@ _lock = threading.Lock()
 
 
 #: How the numbers are measured; models recorded another way are measured again.
-#: 2: per-element rates from the difference of two sizes (:func:`_slope`).
+#: 2: per-element rates from the difference of two sizes (:func:`slope`).
 METHOD = 2
 
 
 def machine(backend) -> str:
     """The tuning store's name for this machine's model: the GPU, the host's
     cores and :data:`METHOD`."""
-    return f"{tuning.device_label(backend.device())}|{os.cpu_count()} cpus|method {METHOD}"
+    return f"{tuned.device_label(backend.device())}|{os.cpu_count()} cpus|method {METHOD}"
 
 
 def model(backend) -> costmodel.HostModel:
@@ -56,7 +59,7 @@ def model(backend) -> costmodel.HostModel:
     with _lock:
         found = _models.get(key)
         if found is None:
-            recorded = tuning.host_model(key)
+            recorded = tuned.host_model(key)
             if recorded is not None:
                 found = costmodel.HostModel.from_dict(recorded)
             else:
@@ -70,10 +73,17 @@ def forget() -> None:
     _models.clear()
 
 
+def remember(backend, found: costmodel.HostModel) -> None:
+    """Record ``found`` as this machine's model, on disk and in this process."""
+    tuned.save_host_model(machine(backend), found.as_dict())
+    with _lock:
+        _models[machine(backend)] = found
+
+
 def _quick(backend, key: str) -> costmodel.HostModel:
     try:
         found = costmodel.HostModel.from_dict(
-            dict(_cheap(backend), source=f"quick {datetime.date.today().isoformat()}"))
+            dict(cheap_numbers(backend), source=f"quick {datetime.date.today().isoformat()}"))
     except Exception as exc:  # a failed measurement must not fail the user's call
         import warnings
 
@@ -81,13 +91,13 @@ def _quick(backend, key: str) -> costmodel.HostModel:
                       "using defaults", stacklevel=4)
         return costmodel.DEFAULTS
     try:
-        tuning.save_host_model(key, found.as_dict())
+        tuned.save_host_model(key, found.as_dict())
     except OSError:
         pass  # a read-only cache: measured again by the next process
     return found
 
 
-def _slope(seconds, n: int) -> float:
+def slope(seconds, n: int) -> float:
     """Seconds per element of a call whose time for ``k`` elements is
     ``seconds(k)``: the difference between ``n`` and ``n // 2`` elements, so that
     what a call costs whatever its size (the thread pool's split and join) does
@@ -100,7 +110,7 @@ def _slope(seconds, n: int) -> float:
     return per if 0 < per <= full / (n - n // 2) else full / n
 
 
-def _best(fn, repeats: int = REPEATS) -> float:
+def best_seconds(fn, repeats: int = REPEATS) -> float:
     fn()
     best = float("inf")
     for _ in range(repeats):
@@ -110,10 +120,8 @@ def _best(fn, repeats: int = REPEATS) -> float:
     return best
 
 
-def _cheap(backend) -> dict:
+def cheap_numbers(backend) -> dict:
     """The numbers measured without a compiled kernel, in 1e9 bytes/s."""
-    from .backends import get, staging
-
     src = np.ones(SAMPLE_BYTES // 8)
     out = {}
     with staging.stager(backend) as st:
@@ -131,75 +139,22 @@ def _cheap(backend) -> dict:
             for f in futures:
                 f.result()
 
-        out["h2d_GBps"] = staging.SLOTS * slot / _best(send) / 1e9
-        out["stage_GBps"] = half.nbytes / _best(stage) / 1e9
+        out["h2d_GBps"] = staging.SLOTS * slot / best_seconds(send) / 1e9
+        out["stage_GBps"] = half.nbytes / best_seconds(stage) / 1e9
     out.update(_cpu_builtin(src))
     return out
 
 
 def _cpu_builtin(src: np.ndarray) -> dict:
-    from .backends import get
-    from .backends.cpu_parallel import MIN_BYTES
-    from .ops import as_monoid
-
     cpu = get("cpu")
     add = as_monoid("add", src.dtype)
     serial = src[: MIN_BYTES // src.itemsize]
     tiny = src[:8]
-    parallel_GBps = src.itemsize / _slope(lambda k: _best(lambda: cpu.reduce(src[:k], add)),
-                                          src.size) / 1e9
-    serial_GBps = serial.nbytes / _best(lambda: cpu.reduce(serial, add)) / 1e9
+    parallel_GBps = src.itemsize / slope(
+        lambda k: best_seconds(lambda: cpu.reduce(src[:k], add)), src.size) / 1e9
+    serial_GBps = serial.nbytes / best_seconds(lambda: cpu.reduce(serial, add)) / 1e9
     return {
         "cpu_GBps": parallel_GBps, "cpu_serial_GBps": serial_GBps,
         "cpu_user_ns": 8 / parallel_GBps, "cpu_user_serial_ns": 4 * 8 / serial_GBps,
-        "cpu_call_us": _best(lambda: cpu.reduce(tiny, add), 50) * 1e6,
+        "cpu_call_us": best_seconds(lambda: cpu.reduce(tiny, add), 50) * 1e6,
     }
-
-
-def _user_add(a, b):
-    return a + b
-
-
-def calibrate(backend=None, save: bool = True) -> costmodel.HostModel:
-    """Measure every number of the model on this machine (compiling a GPU
-    kernel and a cpu fold for it: seconds), record it unless ``save`` is
-    False, and return it."""
-    from . import backends
-    from .backends import get, staging
-    from .ops import as_monoid
-
-    be = backend or backends.get("cuda")
-    numbers = _cheap(be)
-    src = np.random.default_rng(0).random(SAMPLE_BYTES // 8)
-    cpu = get("cpu")
-    user = as_monoid(_user_add, src.dtype)
-    serial = src[: (1 << 20)]
-    numbers["cpu_user_ns"] = _slope(lambda k: _best(lambda: cpu.reduce(src[:k], user)),
-                                    src.size) * 1e9
-    numbers["cpu_user_serial_ns"] = _best(lambda: cpu.reduce(serial, user)) / serial.size * 1e9
-    numbers.update(_gpu(be, src, staging))
-    found = costmodel.HostModel.from_dict(
-        dict(numbers, source=f"measured {datetime.date.today().isoformat()}"))
-    if save:
-        tuning.save_host_model(machine(be), found.as_dict())
-        with _lock:
-            _models[machine(be)] = found
-    return found
-
-
-def _gpu(be, src: np.ndarray, staging) -> dict:
-    """The GPU path's fixed cost (a streamed sum of a few elements) and the
-    device's reduction rate (a sum of a device array)."""
-    from .api import prepare
-    from .interop import inspect
-    from .ops import as_monoid
-    from .planner import Tuning
-
-    add = as_monoid("add", src.dtype)
-    small = src[: (staging.DIRECT_BYTES // 8) + 1]  # just past the direct copies
-    call = prepare(inspect(small), add, None, be.name, Tuning(), None)
-    fixed = _best(call.run, 20)
-    device = be.gpu.to_device(src)
-    on_device = prepare(inspect(device), add, None, be.name, Tuning(), None)
-    reduce_s = tuning.device_seconds(lambda: on_device.run(device_result=True), 20, 3)
-    return {"gpu_call_us": fixed * 1e6, "gpu_GBps": src.nbytes / reduce_s / 1e9}

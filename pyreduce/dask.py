@@ -50,7 +50,7 @@ import warnings
 
 import numpy as np
 
-from . import api, laws, structured
+from . import api, laws, partial, structured
 from .axes import normalize_axes
 from .backends import BACKENDS
 from .deterministic import LEAF, nodes_root
@@ -177,7 +177,7 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
     if x.ndim == 0:  # one element: reduced as a 1-D array of it
         x, axes = x.reshape(1), (0,)
     elif len(axes) < x.ndim:
-        api._axes_take(monoid, call.deterministic)
+        partial.axes_take(monoid, call.deterministic)
     raw = _raw(monoid)
     if not axes:  # axis=(): each element on its own
         each = _Chunks(raw, (), call.backend, dict(call.tuning, initial=call.initial))

@@ -82,16 +82,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from .backends.base import to_host
+from .backends.opcheck import compiled_step, njit_cast, njit_map
 from .cache import KERNELS
 from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
+from .interop import inspect
 from .ops import Monoid, as_monoid, cast_value
+from .spec import LEAF
 
 __all__ = ["LEAF", "reference", "reduce_host", "tree_root", "pairwise_root", "nodes_root",
            "rounding_depth"]
-
-#: Elements per leaf, folded left to right (see the module docstring for the choice);
-#: a power of two, so that leaves tile the aligned spans the kernels work on.
-LEAF = 4
 
 #: Leaves folded per NumPy step, so the temporaries stay in cache.
 _BLOCK = 1 << 15
@@ -131,16 +131,13 @@ def reference(x, op, identity=None, *, dtype=None, initial=None, map=None):
     >>> int(pyreduce.reference(np.array([3, 0, 7, 0]), lambda a, b: b if b != 0 else a))
     7
     """
-    from .api import _to_host
-    from .interop import inspect
-
     info = inspect(x)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if initial is not None:
         initial = cast_value(initial, monoid.dtype, "initial")
     if info.size == 0:
         return monoid.result(initial if initial is not None else monoid.empty_result())
-    host = info.host if info.host is not None else _to_host(info)
+    host = info.host if info.host is not None else to_host(info)
     if is_bfloat16(info.dtype):
         host = bfloat16_to_float32(host)
     return monoid.result(reduce_host(host, monoid, initial))
@@ -154,7 +151,7 @@ def reduce_host(host: np.ndarray, monoid: Monoid, initial=None):
     combine = _combiner(monoid)
     flat = np.ravel(host, order="C")
     if monoid.map is not None:  # the leaves fold mapped elements
-        from .backends.cpu import loadable
+        from .backends.cpu_parallel import loadable  # late: the cpu backend's module
 
         flat = KERNELS.get(("cpu", "map-array", monoid.cache_key), lambda: _map_array(monoid))(
             loadable(flat))
@@ -270,8 +267,6 @@ def _map_array(monoid: Monoid):
     """A Numba loop making ``acc_t(map(i, x[i]))`` for every ``i``."""
     from numba import njit
 
-    from .backends.opcheck import njit_cast, njit_map
-
     fmap, acc_t, acc = njit_map(monoid), njit_cast(monoid.dtype), monoid.dtype
 
     @njit(nogil=True)
@@ -290,8 +285,6 @@ def _map_array(monoid: Monoid):
 def _pairs(monoid: Monoid):
     """A Numba loop applying the operator's compiled step to pairs of elements."""
     from numba import njit
-
-    from .backends.opcheck import compiled_step
 
     step = compiled_step(monoid)  # a TypeError here if Numba cannot compile the op
 

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._version import __version__
 from .cache import CacheInfo as _MemoryInfo
 
 __all__ = [
@@ -226,8 +227,6 @@ def code_version() -> str:
     the code that generates or launches kernels makes new keys."""
     global _code_version
     if _code_version is None:
-        from . import __version__
-
         package = Path(__file__).resolve().parent
         h = _DIGEST(__version__.encode())
         for path in sorted(package.rglob("*.py")):

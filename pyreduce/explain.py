@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from .api import KEYWORDS, check_keywords, deterministic_variant
+from .axes import normalize_axes
+from .batch import describe_plan
 from .interop import inspect
+from .masked import compressed
 from .ops import as_monoid
+from .partial import prepare_axes
 from .planner import Plan, Tuning
+from .prepared import prepare
 
 __all__ = ["Explanation", "explain"]
 
@@ -44,8 +50,6 @@ class Explanation:
                 f"{p.chunk} elements per block, {p.passes} pass(es)"
             )
         elif p is not None:
-            from .batch import describe_plan
-
             lines.append(f"plan:    {describe_plan(p)}")
         for k in self.kernels:
             lines.append(f"\n--- {k.name}: {self.resources.get(k.name)}")
@@ -60,8 +64,8 @@ def _resources(backend, kernel, device) -> dict | str:
             f"registers, shared and local memory and occupancy are not known on the "
             f"{backend.name} backend (no compiled GPU code)"
         )
-    from .backends.cubins import function_resources
-    from .occupancy import occupancy
+    from .backends.cubins import function_resources  # late: the CUDA toolchain
+    from .occupancy import occupancy  # late: GPU backends only
 
     # of the functions the reduction launched (compiled or loaded from the disk
     # cache), one per input layout: the largest
@@ -84,8 +88,6 @@ def _unmasked(info, kwargs):
     if kwargs.get("axis") is not None or kwargs.get("keepdims"):
         raise TypeError("explain() takes a masked array only without axis= and keepdims=; "
                         "pass x.compressed() or x.filled(value)")
-    from .masked import compressed
-
     return compressed(info)
 
 
@@ -99,10 +101,6 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
-    from .api import KEYWORDS, check_keywords, deterministic_variant, prepare
-    from .axes import normalize_axes
-    from .partial import prepare_axes
-
     check_keywords("explain", kwargs, KEYWORDS)
     info = _unmasked(inspect(x, masked=True), kwargs)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"),

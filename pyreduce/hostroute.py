@@ -8,7 +8,10 @@ cpu backend, on every call; a result asked for on the device goes to the GPU.
 
 from __future__ import annotations
 
+from . import backends, calibrate
+from .backends import cpu, cpu_parallel, staging
 from .costmodel import Route, choose
+from .dtypes import storage
 
 __all__ = ["route", "folds_on_cpu"]
 
@@ -16,11 +19,9 @@ __all__ = ["route", "folds_on_cpu"]
 def folds_on_cpu(monoid) -> bool:
     """Whether the cpu backend runs ``monoid`` with a generated fold (a user's
     op, a built-in under an element map) rather than a NumPy reduction."""
-    from .backends.cpu import UFUNCS
-
     if monoid.host is not None:
         return False
-    return not (monoid.key[0] == "builtin" and monoid.name in UFUNCS)
+    return not (monoid.key[0] == "builtin" and monoid.name in cpu.UFUNCS)
 
 
 def route(info, monoid, backend, asked: str, host_result: bool, model=None) -> Route:
@@ -31,15 +32,8 @@ def route(info, monoid, backend, asked: str, host_result: bool, model=None) -> R
         return Route("gpu", None, None, f"backend={asked!r} was asked for")
     if not host_result:
         return Route("gpu", None, None, "the result is asked for on the device")
-    from . import backends
-    from .backends import cpu_parallel, staging
-    from .backends.cpu import PARALLEL_MIN
-    from .dtypes import storage
-
     if model is None:
-        from .calibrate import model as measured
-
-        model = measured(backend)
+        model = calibrate.model(backend)
     itemsize = storage(info.dtype).itemsize
     threads = backends.get("cpu").threads
     never = 1 << 62
@@ -47,5 +41,5 @@ def route(info, monoid, backend, asked: str, host_result: bool, model=None) -> R
         model, info.size, itemsize, folds_on_cpu(monoid),
         chunk_bytes=staging.chunk_elements(info.size, itemsize) * itemsize,
         split_bytes=2 * cpu_parallel.MIN_BYTES if threads > 1 else never,
-        split_elements=2 * PARALLEL_MIN if threads > 1 else never,
+        split_elements=2 * cpu.PARALLEL_MIN if threads > 1 else never,
     )

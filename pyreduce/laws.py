@@ -230,7 +230,7 @@ class LawReport:
         """True if the law called ``name`` (see ``LAWS``) showed no
         counterexample."""
         if name not in {law.name for law in LAWS}:
-            raise ValueError(f"unknown law {name!r}; known: {', '.join(l.name for l in LAWS)}")
+            raise ValueError(f"unknown law {name!r}; known: {', '.join(law.name for law in LAWS)}")
         return all(c.law.name != name for c in self.counterexamples)
 
     @property

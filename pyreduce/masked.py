@@ -28,7 +28,10 @@ import numpy as np
 
 from .axes import result_shape
 from .dtypes import fields, is_tuple
+from .backends.base import to_host
 from .interop import Input, inspect
+from . import partial
+from .prepared import prepare
 
 __all__ = ["FOLD", "NAMED", "INDEX", "compressed", "reduce", "reduce_segments"]
 
@@ -62,9 +65,7 @@ def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial,
     ndim = len(info.shape)
     if len(axes) == ndim and (not keepdims or ndim == 0):
         return _one(info, monoid, rule, initial, backend, tuning, stream)
-    from .api import _axes_take  # late: api imports this module
-
-    _axes_take(monoid, deterministic)
+    partial.axes_take(monoid, deterministic)
     kept = tuple(a for a in range(ndim) if a not in axes)
     lanes = math.prod(info.shape[a] for a in kept)
     keep = ~info.mask.transpose(kept + axes).reshape(lanes, -1)
@@ -76,8 +77,6 @@ def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial,
 
 
 def _one(info: Input, monoid, rule: str, initial, backend, tuning, stream):
-    from .api import prepare  # late: api imports this module
-
     sub = compressed(info)
     if sub.size == 0 and info.size > 0:
         if rule == NAMED:
@@ -103,13 +102,12 @@ def reduce_segments(info: Input, offsets, monoid, initial, backend, tuning, stre
                     device_result, out):
     """``segmented_reduce`` of a masked 1-D input: each segment's unmasked
     elements, masked where there are none."""
-    from .partial import _to_host, validate_offsets
-
     _refuse_outputs(out, device_result)
     if len(info.shape) != 1:
         raise ValueError(f"segmented_reduce needs a 1-D x, got shape {tuple(info.shape)}")
     off = inspect(offsets)
-    bounds = validate_offsets(off.host if off.host is not None else _to_host(off), info.size)
+    host = off.host if off.host is not None else to_host(off)
+    bounds = partial.validate_offsets(host, info.size)
     # where each boundary falls among the unmasked elements
     before = np.concatenate(([0], np.cumsum(~info.mask)))
     return _segments(compressed(info), before[bounds], monoid, initial, backend, tuning,
@@ -121,12 +119,10 @@ def _segments(values: Input, offsets: np.ndarray, monoid, initial, backend, tuni
     """The segments ``offsets`` of the unmasked ``values`` reduced, as a masked
     array masked where a segment is empty. Only the non-empty ones are reduced:
     an empty one has no value, whether the op has an identity or not."""
-    from .partial import reduce_segments
-
     lengths = np.diff(offsets)
     full = lengths > 0
     bounds = offsets[np.concatenate(([True], full))]  # consecutive: the empty ones drop out
     data = np.zeros(lengths.size, dtype=monoid.dtype)
-    data[full] = reduce_segments(values, bounds, monoid, initial, backend, tuning, stream,
-                                 False, None)
+    data[full] = partial.reduce_segments(values, bounds, monoid, initial, backend, tuning,
+                                         stream, False, None)
     return np.ma.MaskedArray(data, mask=~full)

@@ -22,9 +22,9 @@ import numpy as np
 
 from . import backends
 from .axes import describe, result_shape, span_view
-from .backends.base import check_out, check_out_array
+from .backends.base import check_out, check_out_array, to_host
 from .batch import plan_segments, plan_strided
-from .dtypes import bfloat16_to_float32, is_bfloat16
+from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
 
@@ -81,15 +81,19 @@ class Result:
         return self.host(run(src, self.stream, init, None, offsets))
 
 
-def _to_host(info) -> np.ndarray:
-    from .api import _to_host as to_host  # late: api imports this module
-
-    return to_host(info)
+def axes_take(monoid: Monoid, deterministic) -> None:
+    """What an ``axis=`` reduction's kernels (rows, columns, segments) do not take."""
+    if deterministic:
+        raise ValueError("deterministic=True reduces all elements to one value; with "
+                         "axis= the result depends on the kernels' layout")
+    if monoid.map is not None or is_tuple(monoid.dtype):
+        raise ValueError(f"{monoid.name}: axis= and segmented reductions take scalar ops "
+                         "without an element map (map=, argmax, mean, nansum, ...)")
 
 
 def _host_input(info) -> np.ndarray:
     """The input on the host, as the cpu backend folds it (bfloat16 as float32)."""
-    host = info.host if info.host is not None else _to_host(info)
+    host = info.host if info.host is not None else to_host(info)
     return bfloat16_to_float32(host) if is_bfloat16(info.dtype) else host
 
 
@@ -189,7 +193,7 @@ def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning
         return result.fill(0)
     if be.name == "cpu":
         if host_offsets is None:
-            host_offsets = validate_offsets(_to_host(off_info), n)
+            host_offsets = validate_offsets(to_host(off_info), n)
         return result.host(be.reduce_segments(_host_input(info), host_offsets, monoid,
                                               initial, empty))
     if n == 0:  # every segment is empty
@@ -212,7 +216,7 @@ def _checked_offsets(off_info, n: int, empty, monoid: Monoid) -> np.ndarray | No
     elif off_info.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         raise TypeError(f"device offsets must be int32 or int64, got {off_info.dtype}")
     elif empty is None:
-        host_offsets = validate_offsets(_to_host(off_info), n)
+        host_offsets = validate_offsets(to_host(off_info), n)
     else:
         return None
     if empty is None:

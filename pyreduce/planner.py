@@ -7,13 +7,16 @@ import logging
 
 import numpy as np
 
+from . import tuned
 from .cache import Memo
+from .dtypes import is_bfloat16, is_tuple
 from .log import logger
-from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec
+from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec, default_items
+from .variants import VARIANTS
 
 __all__ = [
     "DeviceInfo", "Plan", "Tuning", "make_plan", "address_alignment", "vector_width",
-    "Auto", "auto_variant",
+    "Auto", "auto_variant", "recorded_tuning",
 ]
 
 
@@ -57,8 +60,6 @@ class Tuning:
     vector_loads: bool | None = None
 
     def __post_init__(self):
-        from .variants import VARIANTS
-
         if self.variant != "auto" and self.variant not in VARIANTS:
             raise ValueError(
                 f"unknown variant {self.variant!r}; known: auto, {', '.join(VARIANTS)}"
@@ -185,11 +186,6 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
 
 
-def default_items(dtype: np.dtype) -> int:
-    """Enough items per thread for 16 bytes in flight, at least 2 (op during load)."""
-    return int(min(16, max(2, 16 // dtype.itemsize)))
-
-
 def address_alignment(address: int, contiguous: bool) -> int:
     """What the planner knows of an input's placement: the largest power of two
     (at most 16) dividing its address when it is contiguous, else 0."""
@@ -237,6 +233,9 @@ def on_clear_plans(forget) -> None:
     _on_clear.append(forget)
 
 
+tuned.on_change(clear_plans)  # plans made with the old choices must not be reused
+
+
 def make_plan(
     n: int,
     in_dtype: np.dtype,
@@ -265,13 +264,19 @@ def make_plan(
     return plan
 
 
+def recorded_tuning(device, in_dtype, acc_dtype, op_key, n: int) -> Tuning | None:
+    """The tuned :class:`Tuning` for a call, from the tuning store
+    (:mod:`pyreduce.tuned`), or None."""
+    found = tuned.lookup(device, in_dtype, acc_dtype, op_key, n)
+    if found is None:
+        return None
+    return Tuning(found.variant, found.block_size, found.items_per_thread, None,
+                  found.max_blocks)
+
+
 def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align) -> Plan:
-    from .variants import VARIANTS
-
     if tuning == _UNTUNED:  # nothing chosen by hand: a measured choice, if recorded
-        from .tuning import lookup
-
-        tuning = lookup(device, in_dtype, acc_dtype, op_key, n) or tuning
+        tuning = recorded_tuning(device, in_dtype, acc_dtype, op_key, n) or tuning
 
     auto = None
     if tuning.variant == "auto":
@@ -335,8 +340,6 @@ def reads_partials(spec: KernelSpec, variant) -> bool:
     they are (the same dtype, no element map, a scalar), and the variant's tree
     does not depend on the pass (a fixed tree's does). Partials start at the
     start of a scratch buffer, aligned for any vector load."""
-    from .dtypes import is_bfloat16, is_tuple
-
     return (spec.in_dtype == spec.acc_dtype and not spec.mapped and not spec.finish
             and not is_tuple(spec.acc_dtype) and not is_bfloat16(spec.in_dtype)
             and not variant.fixed_tree)

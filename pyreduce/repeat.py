@@ -4,7 +4,7 @@ Before a call on a GPU backend launches anything it settles the operator
 (:func:`~pyreduce.ops.as_monoid`), the backend, the device, the stream and the
 plan: several microseconds of Python, a good part of a small reduction's call.
 Programs make the same call on new arrays of one shape over and over, so the
-:class:`~pyreduce.api.Prepared` call is remembered per *call shape*: the operator,
+:class:`~pyreduce.prepared.Prepared` call is remembered per *call shape*: the operator,
 identity, initial value, accumulator dtype, backend and stream asked for, and the
 input's kind, dtype, shape, strides and producer stream. A repeat reads the new
 array's address, checks that the remembered decisions still hold (the operator's
@@ -80,7 +80,7 @@ def run(k, info, op, device_result):
 
 
 def remember(k, call, op) -> None:
-    """Remember ``call`` (a :class:`~pyreduce.api.Prepared` with a plan) for ``k``."""
+    """Remember ``call`` (a :class:`~pyreduce.prepared.Prepared` with a plan) for ``k``."""
     try:
         hash(k)
     except TypeError:  # an unhashable argument: no memo

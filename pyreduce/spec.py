@@ -9,11 +9,22 @@ import numpy as np
 
 from .dtypes import check_accumulator, code, fields, is_tuple
 
-__all__ = ["KernelSpec", "BatchSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD"]
+__all__ = ["KernelSpec", "BatchSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD",
+           "default_items", "LEAF"]
 
 WARP_SIZES = (32, 64)
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 ITEMS_PER_THREAD = (1, 2, 4, 8, 16, 32)
+
+#: Elements per leaf of the fixed tree of ``deterministic=True``, folded left to
+#: right (:mod:`pyreduce.deterministic` says why 4); a power of two, so that leaves
+#: tile the aligned spans the kernels work on.
+LEAF = 4
+
+
+def default_items(dtype: np.dtype) -> int:
+    """Enough items per thread for 16 bytes in flight, at least 2 (op during load)."""
+    return int(min(16, max(2, 16 // dtype.itemsize)))
 
 
 class _LaunchShape:
@@ -107,12 +118,6 @@ class KernelSpec(_LaunchShape):
 
     def __post_init__(self):
         _check_launch_shape(self)
-        from .variants import VARIANTS  # late: the registry imports the factories
-
-        if self.variant not in VARIANTS:
-            raise ValueError(
-                f"unknown variant {self.variant!r}; known: {', '.join(VARIANTS)}"
-            )
 
 
 #: Kernel families of batched reductions (many results per launch), not variants
@@ -156,7 +161,7 @@ class BatchSpec(_LaunchShape):
     split: bool = False
     initial: bool = False
     finish: bool = False
-    #: element maps are not taken by batched reductions (pyreduce.api._axes_take)
+    #: element maps are not taken by batched reductions (pyreduce.partial.axes_take)
     mapped: bool = False
 
     def __post_init__(self):

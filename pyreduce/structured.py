@@ -39,6 +39,7 @@ import warnings
 
 import numpy as np
 
+from .backends import _caller_level
 from .dtypes import (
     check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
 )
@@ -359,8 +360,6 @@ def _variance(n: float, m2: float, ddof) -> float:
 
 
 def _warn(message: str) -> None:
-    from .backends import _caller_level
-
     warnings.warn(message, RuntimeWarning, stacklevel=_caller_level())
 
 

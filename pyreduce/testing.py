@@ -430,7 +430,7 @@ def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tu
     step = _step(monoid)
     tolerance = Tolerance.for_dtype(monoid.dtype, rtol, atol)
     acc = monoid.dtype
-    for backend, variant, kwargs in _runs(backends, variants, tuning, monoid.commutative):
+    for backend, _variant, kwargs in _runs(backends, variants, tuning, monoid.commutative):
         _check_empty(op, dt, monoid, identity, kwargs)
         limit = max_size if max_size is not None else _MAX_SIZE.get(backend, _GPU_MAX_SIZE)
         n = _examples(max_examples if max_examples is not None

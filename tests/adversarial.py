@@ -28,7 +28,7 @@ import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
 
-from numpy_compare import check, check_refused, device_keeps_byte_order, is_half
+from numpy_compare import check, check_refused, device_keeps_byte_order
 from oracles import P
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)

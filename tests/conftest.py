@@ -34,9 +34,10 @@ def backend(request):
 
 @pytest.fixture
 def prepares(monkeypatch):
-    """The number of full-path calls (``api.prepare``) since the test began; the
-    remembered repeat calls are forgotten first (``pyreduce.repeat``)."""
-    from pyreduce import api, repeat
+    """The number of full-path calls (``prepare``, from the public calls and from
+    masked inputs) since the test began; the remembered repeat calls are
+    forgotten first (``pyreduce.repeat``)."""
+    from pyreduce import api, masked, repeat
 
     count = [0]
     real = api.prepare
@@ -46,6 +47,7 @@ def prepares(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(api, "prepare", counting)
+    monkeypatch.setattr(masked, "prepare", counting)
     repeat.clear()
     return count
 
@@ -59,9 +61,9 @@ def prepares(monkeypatch):
 # tests set their counts with ``settings(max_examples=examples(n))``; ``examples``
 # scales ``n`` by the profile's factor, or by PYREDUCE_EXAMPLES_SCALE when set.
 
-import os as _os
+import os as _os  # noqa: E402  (with the section it serves)
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 _COMMON = dict(
     deadline=None,

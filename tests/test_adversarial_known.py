@@ -52,7 +52,8 @@ def test_backends_agree_on_the_sign_of_a_zero_sum():
 
 
 @pytest.mark.xfail(strict=True, reason="found: the cpu backend reads a simulator device "
-                   "array of ml_dtypes bfloat16 as values, not bits (api._to_host copies it "
+                   "array of ml_dtypes bfloat16 as values, not bits (backends.base.to_host copies "
+                   "it "
                    "back as bfloat16 values, which bfloat16_to_float32 takes for bits); "
                    "interop.inspect could keep such arrays as their uint16 bits, as it does "
                    "host ones")

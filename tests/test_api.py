@@ -246,7 +246,8 @@ CASES = [
     Case("first_nonzero", (lambda acc: (lambda a, b: a if a != 0 else b),),
          _const(_first_nonzero), "biuf", "sparse", bits=True),
     Case("offset_add", (_offset_add,),
-         lambda acc: (lambda a, b, k=_offset_add_k(acc): a + b + k), "biuf", "exact"),
+         lambda acc: (lambda a, b, k=_offset_add_k(acc): a + b + k),  # noqa: B008
+         "biuf", "exact"),
     Case("affine", (_const(_affine), _const(_affine_global)),
          _const(_affine), "i", "affine", widen=False),
 ]

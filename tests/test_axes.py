@@ -393,7 +393,7 @@ def test_vector_loads_need_aligned_rows(kind):
 def test_generated_source_keeps_order_and_64_bit_indices():
     """The kernels index with the int64 arguments (so > 2**31 elements work) and
     write each row's fold once, in row order."""
-    from pyreduce.backends.dialect import CUDA
+    from pyreduce.dialect import CUDA
     from pyreduce.spec import BatchSpec
     from pyreduce.variants import generate
 

@@ -212,7 +212,8 @@ def _damaged(data: bytes, header_at: int):
         flipped[at] ^= 0x10
         yield f"bit flipped at {at}", bytes(flipped)
     yield "garbage appended", data + b"\x00garbage"
-    yield "another format's magic", data.replace(diskcache._MAGIC, diskcache._MAGIC[:-2] + b"\x02\n", 1)
+    other = diskcache._MAGIC[:-2] + b"\x02\n"
+    yield "another format's magic", data.replace(diskcache._MAGIC, other, 1)
 
 
 def test_a_damaged_entry_is_a_miss_and_is_rebuilt(cache_dir):
@@ -580,7 +581,7 @@ def test_the_compiled_launch_does_what_the_python_one_does(cache_dir, device, wa
     compiled_values = np.concatenate([params, [0], fake.addresses]).astype(np.int64)
     python_values = compiled_values.copy()
     args = (0, 7, 12345, 0xABC000, 8, 0xDEF000, device, 0x77, 9, 256, 0x55, 0x99)
-    got = launchjit.launcher()(compiled_values, *args)
+    got = launchjit.launcher(fastpath._launcher)(compiled_values, *args)
     compiled_calls = list(fake.calls)
     fake.calls.clear()
     oracle = fastpath._launcher(fake.python_current, fake.python_launch)(python_values, *args)
@@ -598,22 +599,23 @@ def test_the_compiled_launch_does_what_the_python_one_does(cache_dir, device, wa
 
 
 def test_the_compiled_launch_returns_the_drivers_error(cache_dir):
-    from pyreduce.backends import launchjit
+    from pyreduce.backends import fastpath, launchjit
 
     fake = FakeDriver(device=0, result=719)
     values = np.concatenate([_words(), [0], fake.addresses]).astype(np.int64)
-    assert launchjit.launcher()(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0) == 719
+    launch = launchjit.launcher(fastpath._launcher)
+    assert launch(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0) == 719
 
 
 def test_the_compiled_launch_is_loaded_from_the_cache(cache_dir):
-    from pyreduce.backends import launchjit
+    from pyreduce.backends import fastpath, launchjit
 
     fake = FakeDriver(device=0)
     values = np.concatenate([_words(), [0], fake.addresses]).astype(np.int64)
-    first = launchjit.launcher()
+    first = launchjit.launcher(fastpath._launcher)
     assert first(values, 0, 7, 1, 2, 8, 3, -1, 4, 5, 64, 0, 6) == 0
     assert sum(first.stats.cache_hits.values()) == 0 and counts("cpu")["stores"] == 1
-    again = launchjit.launcher()  # a new dispatcher: as in a new process
+    again = launchjit.launcher(fastpath._launcher)  # a new dispatcher: as in a new process
     assert again(values, 0, 7, 1, 2, 8, 3, -1, 4, 5, 64, 0, 6) == 0
     assert sum(again.stats.cache_hits.values()) == 1 and counts("cpu")["stores"] == 1
     assert len(fake.calls) == 2
@@ -861,10 +863,10 @@ class FakeCu:
 
 @pytest.fixture
 def fake_cu(monkeypatch):
-    from pyreduce.backends import cudadriver, fastpath
+    from pyreduce.backends import cudadriver
 
     cu = FakeCu(context=0)
-    monkeypatch.setattr(fastpath, "_CU", cu)
+    monkeypatch.setattr(cudadriver, "_CU", cu)
     monkeypatch.setattr(cudadriver, "cuda_driver", lambda: cu)
     cudadriver.compute_capability.cache_clear()
     yield cu
@@ -940,7 +942,7 @@ def test_the_gpu_is_found_without_numba_where_it_can_be(case, want, monkeypatch,
 
         monkeypatch.setattr(cudadriver, "cuda_driver", missing)
     monkeypatch.setattr(cubins, "toolchain", lambda: None if case == "no nvvm seen" else ("t",))
-    assert cudadriver.gpu_present() is want
+    assert cudadriver.gpu_present(cubins.toolchain) is want
 
 
 # --------------------------------------------------------------------------

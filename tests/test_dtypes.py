@@ -43,7 +43,8 @@ def test_float16_is_accumulated_in_float32(backend, variant):
 
 
 def test_float16_accumulator_refused(backend):
-    with pytest.raises(TypeError, match="float16 and bfloat16 are loaded and accumulated in float32"):
+    with pytest.raises(TypeError,
+                       match="float16 and bfloat16 are loaded and accumulated in float32"):
         pyreduce.sum(np.ones(4, np.float16), dtype=np.float16, **on(backend))
     assert pyreduce.sum(np.ones(4, np.float16), dtype=np.float64, **on(backend)).dtype == \
         np.float64

@@ -467,7 +467,7 @@ def _add(a, b):
 #: each public function, called with good arguments and the keywords given
 PUBLIC_CALLS = {
     "reduce": lambda **k: pyreduce.reduce(_X, "add", **k),
-    **{name: (lambda name: lambda **k: getattr(pyreduce, name)(_X, **k))(name)
+    **{name: (lambda name: lambda **k: getattr(pyreduce, name)(_X, **k))(name)  # noqa: B023
        for name in ("sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "argmax",
                     "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod")},
     "segmented_reduce": lambda **k: pyreduce.segmented_reduce(_X, np.array([0, 6]), "add", **k),

@@ -23,7 +23,7 @@ import pytest
 
 import pyreduce
 from pyreduce import backends
-from pyreduce.backends.dialect import CUDA, HIP, SIM
+from pyreduce.dialect import CUDA, HIP, SIM
 from pyreduce.backends.hip import HipBackend, wavefront_size
 from pyreduce.flatten import gather_source
 from pyreduce.planner import default_items
@@ -193,10 +193,11 @@ def test_hip_import_path_never_needs_numba_cuda(tmp_path):
         "sys.meta_path.insert(0, Block())\n"
         "import numpy as np, pyreduce\n"
         "from pyreduce.backends import hip\n"
-        "from pyreduce.backends.dialect import HIP\n"
+        "from pyreduce.dialect import HIP\n"
         "from pyreduce.variants import generate\n"
         "from pyreduce.spec import KernelSpec\n"
-        "src = generate(KernelSpec('last_block', np.float32, np.float32, 'op', 256, 64, 4), HIP)[1]\n"
+        "spec = KernelSpec('last_block', np.float32, np.float32, 'op', 256, 64, 4)\n"
+        "src = generate(spec, HIP)[1]\n"
         "assert 'shfl_down' in src\n"
         "print(pyreduce.available(), hip.wavefront_size('gfx942'))\n"
     )

@@ -10,7 +10,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from pyreduce.backends import fastpath
+from pyreduce.backends import cudadriver, fastpath
 from pyreduce.dtypes import BFLOAT16
 from pyreduce.interop import DeviceFields, parse_dlpack
 
@@ -34,6 +34,7 @@ class _HostDriver:
 def driver(monkeypatch):
     d = _HostDriver()
     monkeypatch.setattr(fastpath, "cuda_driver", lambda: d)
+    monkeypatch.setattr(cudadriver, "cuda_driver", lambda: d)
     return d
 
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyreduce
-from pyreduce import api, backends, calibrate, costmodel, hostroute, tuning
+from pyreduce import api, backends, calibrate, costmodel, hostroute, tuned, tuning
 from pyreduce.backends import cpu_parallel, staging
 from pyreduce.interop import inspect
 from pyreduce.ops import as_monoid
@@ -180,7 +180,7 @@ def test_reads_index():
         return (lambda: i)() + v
 
     def shadowed(i, v):
-        i = 2
+        i = 2  # noqa: F841  (an argument shadowed, on purpose)
         return v
 
     assert cpu_parallel.reads_index(lambda i, v: v * i)
@@ -491,24 +491,24 @@ def test_explain_shows_the_route_and_the_chunks(fake_gpu):
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("PYREDUCE_TUNING_FILE", str(tmp_path / "tuning.json"))
-    tuning._loaded = None
+    tuned._loaded = None
     calibrate.forget()
     yield tmp_path / "tuning.json"
-    tuning._loaded = None
+    tuned._loaded = None
     calibrate.forget()
 
 
 def test_host_models_and_choices_share_the_store(store):
     choice = tuning.Choice("warp_shuffle", 256, 4, None, 100.0, "2026-01-01")
-    tuning._save(table={"gpu|float32|float32|add|2**20": choice})
+    tuned._save(table={"gpu|float32|float32|add|2**20": choice})
     tuning.save_host_model("gpu|16 cpus", {"h2d_GBps": 42.0})
-    tuning._loaded = None
+    tuned._loaded = None
     assert tuning.host_model("gpu|16 cpus") == {"h2d_GBps": 42.0}
     assert tuning.host_model("other") is None
     assert list(tuning.choices().values()) == [choice]
     assert "host inputs on gpu|16 cpus: h2d_GBps 42" in tuning.show()
-    tuning._save(table={})  # saving choices keeps the host models
-    tuning._loaded = None
+    tuned._save(table={})  # saving choices keeps the host models
+    tuned._loaded = None
     assert tuning.host_model("gpu|16 cpus") == {"h2d_GBps": 42.0}
     tuning.reset()
     assert tuning.host_model("gpu|16 cpus") is None
@@ -520,8 +520,8 @@ def test_quick_model_is_measured_once_and_recorded(store, chunks, monkeypatch):
     assert first.source.startswith("quick") and first.h2d_GBps > 0 and first.cpu_GBps > 0
     assert calibrate.model(sim) is first
     calibrate.forget()  # a new process: read from the store, not measured again
-    monkeypatch.setattr(calibrate, "_cheap", lambda be: pytest.fail("measured again"))
-    tuning._loaded = None
+    monkeypatch.setattr(calibrate, "cheap_numbers", lambda be: pytest.fail("measured again"))
+    tuned._loaded = None
     assert calibrate.model(sim) == first
 
 
@@ -529,7 +529,7 @@ def test_a_failed_measurement_gives_the_defaults(store, monkeypatch):
     def broken(be):
         raise RuntimeError("no pinned memory")
 
-    monkeypatch.setattr(calibrate, "_cheap", broken)
+    monkeypatch.setattr(calibrate, "cheap_numbers", broken)
     calibrate.forget()  # a model measured earlier in this process would be kept
     with pytest.warns(UserWarning, match="no pinned memory"):
         assert calibrate.model(backends.get(GPU)) is costmodel.DEFAULTS
@@ -634,7 +634,7 @@ def test_per_element_rates_leave_out_each_calls_fixed_cost():
     elements, split and join included, 5 times its rate at 1e8: ``auto`` then sent
     float32 lambdas to the GPU, 3.7 to 10.5 times slower than the CPU."""
     fixed, rate = 300e-6, 0.1e-9
-    assert calibrate._slope(lambda k: fixed + k * rate, 2 << 20) == pytest.approx(rate)
+    assert calibrate.slope(lambda k: fixed + k * rate, 2 << 20) == pytest.approx(rate)
     # noise that makes the half look slower than the whole: the plain average
-    assert calibrate._slope(lambda k: 1e-3 if k < 2 << 20 else 0.9e-3, 2 << 20) == \
+    assert calibrate.slope(lambda k: 1e-3 if k < 2 << 20 else 0.9e-3, 2 << 20) == \
         pytest.approx(0.9e-3 / (2 << 20))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import array
 import functools
 import math
-import warnings
 from fractions import Fraction
 
 import ml_dtypes

@@ -434,13 +434,18 @@ def test_kernel_spec_validation():
     for kwargs, msg in [
         (dict(block=100), "block size"), (dict(warp=16), "warp size"),
         (dict(items=3), "items per thread"), (dict(block=32, warp=64), "multiple"),
-        (dict(variant="nope"), "unknown variant"),
     ]:
         args = dict(variant="warp_shuffle", in_dtype=np.float32, acc_dtype=np.float32,
                     op_key="k", block=64, warp=32, items=2)
         args.update(kwargs)
         with pytest.raises(ValueError, match=msg):
             KernelSpec(**args)
+    # the spec is a description; the registry refuses a variant it does not know
+    from pyreduce.dialect import CUDA
+    from pyreduce.variants import generate
+
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        generate(dataclasses.replace(ok, variant="nope"), CUDA)
 
 
 # --------------------------------------------------------------------------
@@ -452,7 +457,7 @@ def test_generated_source_casts_only_where_types_differ(variant):
     """Every call in a kernel's source is typed and lowered by Numba on each
     compile: elements already of the accumulator's type are not cast, and values
     a shuffle moves as they are are not cast either way."""
-    from pyreduce.backends.dialect import CUDA
+    from pyreduce.dialect import CUDA
     from pyreduce.variants import generate
 
     def source(in_dt, acc_dt):
@@ -472,7 +477,7 @@ def test_generated_source_casts_only_where_types_differ(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_generated_source_is_valid_python_with_literals(variant):
-    from pyreduce.backends.dialect import CUDA, SIM
+    from pyreduce.dialect import CUDA, SIM
     from pyreduce.variants import generate
 
     v = pyreduce.variants[variant]

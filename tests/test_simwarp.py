@@ -503,7 +503,8 @@ def read_outside_mask(x, out):
 
 def test_read_from_non_participating_lane_raises():
     x = np.arange(32, dtype=np.int64)
-    with pytest.raises(simwarp.WarpSimError, match=r"reads lane (1[6-9]|2[0-3]), which is not in mask 0xffff"):
+    with pytest.raises(simwarp.WarpSimError,
+                       match=r"reads lane (1[6-9]|2[0-3]), which is not in mask 0xffff"):
         read_outside_mask[1, 32](x, np.zeros_like(x))
 
 

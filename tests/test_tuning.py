@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pyreduce
-from pyreduce import tuning
+from pyreduce import tuned, tuning
 
 from oracles import affine, affine_data
 
@@ -94,7 +94,7 @@ def test_choices_survive_a_new_process(tuning_file):
     x = sim_array(np.random.default_rng(0).standard_normal(700).astype(np.float32))
     tuning.tune(x, "add", backend="sim", candidates=CANDIDATES, reps=1,
                 timer=ranked(4e-3, 5e-3, 6e-3, 1e-3))
-    tuning._loaded = None  # what a new process starts with
+    tuned._loaded = None  # what a new process starts with
     (key, choice), = tuning.choices().items()
     assert key.op == "add" and key.in_dtype == "float32" and key.size_class == 9
     assert choice.variant == "warp_shuffle_x2" and choice.max_blocks is not None
@@ -124,7 +124,7 @@ def test_reset_forgets(tuning_file):
 def test_a_damaged_file_is_ignored_with_a_warning(tuning_file):
     tuning_file.parent.mkdir(parents=True, exist_ok=True)
     tuning_file.write_text("{not json")
-    tuning._loaded = None
+    tuned._loaded = None
     with pytest.warns(UserWarning, match="unreadable tuning file"):
         assert tuning.choices() == {}
     x = np.arange(50, dtype=np.int64)

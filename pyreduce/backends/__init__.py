@@ -37,9 +37,10 @@ def _numba_cuda_mode() -> str | None:
     """'sim', 'cuda' (a usable GPU) or None, decided once per process; by the
     driver alone where it can tell (:func:`pyreduce.backends.cudadriver.gpu_present`),
     since importing numba-cuda to ask it costs a second."""
+    from .cubins import toolchain
     from .cudadriver import gpu_present
 
-    present = gpu_present()
+    present = gpu_present(toolchain)
     if present is not None:
         return "cuda" if present else None
     try:
@@ -90,9 +91,9 @@ def _instance(name: str):
 
 def _create(name: str):
     if name == "cpu":
-        from .cpu import CpuBackend
+        from .cpu import shared
 
-        return CpuBackend()
+        return shared()
     if name == "hip":
         from .hip import HipBackend
 

@@ -24,13 +24,14 @@ from ..driver import Executable, resolve
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple
 from ..flatten import gather_source
 from ..forks import renew_in_child
+from ..interop import inspect
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from ..variants import generate
 from .opcheck import check_op
 
 __all__ = ["GeneratedBackend", "carrier", "check_out", "check_out_array", "check_stream",
-           "not_a_stream"]
+           "not_a_stream", "to_host"]
 
 _build_lock = renew_in_child(threading.Lock())
 _NO_CONTEXT = contextlib.nullcontext()
@@ -71,6 +72,18 @@ def check_out_array(out) -> None:
     if not (hasattr(out, "__cuda_array_interface__") or hasattr(out, "copy_to_host")):
         raise TypeError(f"out= must be an array (a NumPy array, or a device array on a GPU "
                         f"backend), got {type(out).__name__}")
+
+
+def to_host(info) -> np.ndarray:
+    """A device input copied to the host, for the cpu backend."""
+    x = info.device
+    if info.fields is None:  # the simulator's arrays
+        return x.copy_to_host()
+    if info.kind == "torch":
+        return inspect(x.cpu()).host
+    from .fastpath import fields_to_host  # late: the CUDA driver's bindings
+
+    return fields_to_host(info.fields)
 
 
 def check_out(shape, got: np.dtype, dtype: np.dtype, want=None) -> None:
@@ -122,7 +135,7 @@ class GeneratedBackend:
         return found
 
     def express(self, call, device: int):
-        """A faster runner for repeats of the :class:`~pyreduce.api.Prepared`
+        """A faster runner for repeats of the :class:`~pyreduce.prepared.Prepared`
         ``call`` on ``device`` (:mod:`pyreduce.repeat`), or None: repeats run
         ``call.run_on`` after checking the device."""
         return None

@@ -40,16 +40,18 @@ from .. import njitcache
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, code, is_tuple
+from ..forks import renew_in_child
+from ..deterministic import reduce_host as tree_reduce_host
 from . import cpu_parallel
 from .base import check_stream
+from .cpu_batch import reduce_axes, reduce_segments
+from .cpu_parallel import PARALLEL_MIN, UFUNCS, loadable
 from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
-__all__ = ["CpuBackend", "loadable"]
+__all__ = ["CpuBackend", "shared", "loadable", "UFUNCS", "PARALLEL_MIN"]
 
 STREAMS = 8
 LANES = 16
-#: Below this many elements one thread does it all.
-PARALLEL_MIN = 1 << 20
 
 
 #: Ranges too short to split: one accumulator, left to right. Both folds call it.
@@ -130,21 +132,6 @@ def fold_source(name: str, streams: int, mapped: bool = False) -> str:
     )
 
 
-#: Built-in op name -> the NumPy ufunc with the same semantics.
-UFUNCS = {
-    "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
-    "nanmax": np.fmax, "nanmin": np.fmin,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
-}
-
-
-def loadable(x: np.ndarray) -> np.ndarray:
-    """``x`` as the generated folds read it: float16, which Numba's CPU target
-    lacks, widened to float32 (every float16 is a float32)."""
-    return x.astype(np.float32) if x.dtype == np.float16 else x
-
-
 #: Every CpuBackend, for the fork handler.
 _BACKENDS = weakref.WeakSet()
 
@@ -210,14 +197,10 @@ class CpuBackend:
 
     def reduce_axes(self, host: np.ndarray, monoid, axes: tuple, initial=None) -> np.ndarray:
         """``axes`` of ``host`` reduced (:mod:`pyreduce.backends.cpu_batch`)."""
-        from .cpu_batch import reduce_axes
-
         return reduce_axes(self, host, monoid, axes, initial)
 
     def reduce_segments(self, x, offsets, monoid, initial, empty) -> np.ndarray:
         """Each segment ``x[offsets[i]:offsets[i + 1]]`` reduced."""
-        from .cpu_batch import reduce_segments
-
         return reduce_segments(self, x, offsets, monoid, initial, empty)
 
     def reduce(self, host: np.ndarray, monoid, initial=None, tree: bool = False):
@@ -225,9 +208,7 @@ class CpuBackend:
         tuple accumulator), then ``op(initial, result)``; with ``tree``, in the
         fixed tree of :mod:`pyreduce.deterministic`."""
         if tree:
-            from ..deterministic import reduce_host
-
-            return reduce_host(host, monoid, initial)
+            return tree_reduce_host(host, monoid, initial)
         if monoid.host is not None:  # a built-in with a NumPy implementation
             acc = cpu_parallel.reduce_host(host, monoid, self._executor, self.threads)
             return acc if initial is None else compiled_step(monoid)(initial, acc)
@@ -265,3 +246,19 @@ class CpuBackend:
         for p in partials[1:]:
             acc = as_value(step(acc, p), monoid.dtype)
         return acc
+
+
+_shared = None
+_shared_lock = renew_in_child(threading.Lock())
+
+
+def shared() -> CpuBackend:
+    """The process's cpu backend, made on first use: what
+    ``pyreduce.backends.get("cpu")`` returns, and whose threads stage host
+    inputs for the GPU backends (:mod:`pyreduce.backends.staging`)."""
+    global _shared
+    if _shared is None:
+        with _shared_lock:
+            if _shared is None:
+                _shared = CpuBackend()
+    return _shared

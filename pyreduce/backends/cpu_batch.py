@@ -22,7 +22,7 @@ import numpy as np
 
 from ..cache import KERNELS
 from ..codegen import compile_module, render
-from .cpu import PARALLEL_MIN, UFUNCS, loadable
+from .cpu_parallel import PARALLEL_MIN, UFUNCS, loadable
 from .opcheck import host_njit, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]

@@ -32,15 +32,35 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import as_value
+from .opcheck import compiled_step
 
 __all__ = ["MIN_BYTES", "pieces", "part_count", "map_pieces", "reduce_ufunc",
            "reduce_host", "combine", "shift_index", "shifts_index", "reads_index",
-           "builtin_ufunc", "EXACT"]
+           "builtin_ufunc", "EXACT", "PARALLEL_MIN", "UFUNCS", "loadable"]
 
 #: The least input a piece reads, in bytes. A piece handed to another thread
 #: costs some 40 us on a busy 2-core host (and less on an idle one); 4 MiB of
 #: float64 take about 250 us to sum there, so smaller pieces would not pay.
 MIN_BYTES = 1 << 22
+
+#: Below this many elements one thread does it all.
+PARALLEL_MIN = 1 << 20
+
+
+#: Built-in op name -> the NumPy ufunc with the same semantics.
+UFUNCS = {
+    "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+    "nanmax": np.fmax, "nanmin": np.fmin,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "logical_and": np.logical_and, "logical_or": np.logical_or,
+}
+
+
+def loadable(x: np.ndarray) -> np.ndarray:
+    """``x`` as the generated folds read it: float16, which Numba's CPU target
+    lacks, widened to float32 (every float16 is a float32)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
 
 #: Ops whose partials combine without rounding: any split gives NumPy's result.
 EXACT = frozenset({"max", "min", "nanmax", "nanmin", "and", "or", "xor", "logical_and",
@@ -172,8 +192,6 @@ def shift_index(partial, offset: int, monoid):
 
 def builtin_ufunc(monoid):
     """The NumPy ufunc of a built-in op (also under an element map), else None."""
-    from .cpu import UFUNCS
-
     op = library_op(monoid)
     return UFUNCS.get(op[1]) if op is not None and op[0] == "builtin" else None
 
@@ -183,8 +201,6 @@ def combine(partials, monoid, initial=None):
     cast to the accumulator: with the ufunc for a built-in op (NumPy's
     semantics), the plain-Python op for the library's structured reductions,
     else the op compiled as the kernels compile it (a user's op)."""
-    from .opcheck import compiled_step
-
     dt = monoid.dtype
     values = list(partials) if initial is None else [initial, *partials]
     ufunc = builtin_ufunc(monoid)

@@ -16,10 +16,11 @@ The key (:func:`image_key`) holds everything that changes the machine code: the
 generated source, the operator's code key, the spec, the argument types, the
 compute capability, the driver's version, pyreduce's code version and the
 toolchain (:func:`toolchain`: the installed Numba, numba-cuda, llvmlite and
-cuda-bindings, and the NVVM library found). The NVVM library is only known after Numba has loaded it, so
-its identity (path, size, modification time, version) is remembered in the cache
-directory after a compile and checked with one ``stat`` in later processes;
-until a process has seen it, lookups miss and kernels compile.
+cuda-bindings, and the NVVM library found). The NVVM library is only known
+after Numba has loaded it, so its identity (path, size, modification time,
+version) is remembered in the cache directory after a compile and checked with
+one ``stat`` in later processes; until a process has seen it, lookups miss and
+kernels compile.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import time
 import weakref
 
 from .. import diskcache
-from .fastpath import check_driver, cuda_driver
+from .cudadriver import check_driver, compute_capability, cuda_driver, current_device
 
 __all__ = ["function_handle", "function_resources", "load_function", "image_key", "toolchain",
            "KIND"]
@@ -343,9 +344,6 @@ def _loaded_path(name: str) -> str | None:
 
 def _context() -> tuple:
     """``(context handle, compute capability)`` of this thread's context."""
-    from .cudadriver import compute_capability
-    from .fastpath import current_device
-
     device = current_device()  # makes a context current where none is
     err, ctx = cuda_driver().cuCtxGetCurrent()
     check_driver(err)

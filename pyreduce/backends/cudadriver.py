@@ -20,18 +20,18 @@ import weakref
 
 import numpy as np
 
-from .fastpath import check_driver, cuda_driver
 
 __all__ = ["gpu_present", "ensure_context", "attribute", "device_name", "compute_capability",
+           "cuda_driver", "check_driver", "current_device",
            "DeviceMemory", "MappedMemory"]
 
 
-def gpu_present() -> bool | None:
+def gpu_present(toolchain) -> bool | None:
     """True when the driver finds a GPU, numba-cuda is installed and its NVVM
-    was seen here before (:func:`pyreduce.backends.cubins.toolchain`); None when
-    this cannot be told without Numba (the simulator asked for, a Numba config
-    file, numba-cuda already imported, or no NVVM seen yet); False without a
-    GPU."""
+    was seen here before (``toolchain()``, :func:`pyreduce.backends.cubins.toolchain`,
+    is not None); None when this cannot be told without Numba (the simulator
+    asked for, a Numba config file, numba-cuda already imported, or no NVVM seen
+    yet); False without a GPU."""
     if "numba.cuda" in sys.modules or os.path.exists(".numba_config.yaml"):
         return None
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0"):
@@ -53,8 +53,6 @@ def gpu_present() -> bool | None:
         return False
     if int(err) or count < 1:
         return False
-    from .cubins import toolchain
-
     return True if toolchain() is not None else None
 
 
@@ -145,3 +143,39 @@ class MappedMemory:
         self.ptr = int(ptr)
         raw = (ctypes.c_byte * nbytes).from_address(host)
         self.host = np.frombuffer(raw, dtype=dtype, count=count)
+
+
+_CU = None
+#: ``CUresult.CUDA_SUCCESS``, once :func:`cuda_driver` has imported the bindings
+SUCCESS = None
+
+
+def current_device() -> int:
+    """The device of this thread's CUDA context, making the primary context of
+    device 0 current first (as Numba would) if the thread has none yet."""
+    cu = cuda_driver()
+    err, dev = cu.cuCtxGetDevice()
+    if int(err):
+        return ensure_context()
+    return int(dev)
+
+
+def cuda_driver():
+    """``cuda.bindings.driver``, imported on first use (the simulator has none)."""
+    global _CU, SUCCESS
+    if _CU is None:
+        from cuda.bindings import driver
+
+        SUCCESS = driver.CUresult.CUDA_SUCCESS
+        _CU = driver
+    return _CU
+
+
+def check_driver(result) -> None:
+    """Raise RuntimeError, naming the error, unless a driver call's ``result``
+    (a CUresult, or a tuple that starts with one) is success."""
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        cu = cuda_driver()
+        _, name = cu.cuGetErrorName(cu.CUresult(int(err)))
+        raise RuntimeError(f"CUDA driver call failed: {name.decode() if name else err}")

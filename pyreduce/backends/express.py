@@ -2,7 +2,7 @@
 
 A repeat of a plain call (:mod:`pyreduce.repeat`) whose plan is a single launch
 with no initial value (the single-pass kernel, the default at every size) runs
-here, without the general path's layers (:meth:`pyreduce.api.Prepared.run_on`,
+here, without the general path's layers (:meth:`pyreduce.prepared.Prepared.run_on`,
 :class:`pyreduce.driver.Executable`, the backend's ``flat_input``).
 The call shape fixes the input's dtype, shape and strides, so its flat view
 differs from the remembered call's only in its address: a repeat reads the
@@ -83,7 +83,7 @@ class Express:
 
 
 def express(backend, call, device: int) -> Express | None:
-    """The :class:`Express` of the :class:`~pyreduce.api.Prepared` ``call`` on
+    """The :class:`Express` of the :class:`~pyreduce.prepared.Prepared` ``call`` on
     ``device``, or None where its plan is not one launch without an initial value,
     or its flat input is not a view of the input's own memory (an N-D array that
     is not C-contiguous is gathered into a copy on every call)."""

@@ -18,7 +18,12 @@ import threading
 
 import numpy as np
 
+from ..driver import INPUT, OFFSETS, OUTPUT, Ref
 from ..dtypes import storage
+from ..interop import device_fields
+from . import cudadriver
+from .cubins import function_handle
+from .cudadriver import check_driver, cuda_driver, current_device
 
 __all__ = [
     "DeviceView", "view_from", "view_of", "sync_producer", "stream_handle", "PreparedLaunch",
@@ -36,7 +41,8 @@ class DeviceView:
         self.ptr, self.size, self.stride, self.dtype, self.owner = ptr, size, stride, dtype, owner
 
     def __repr__(self):
-        return f"DeviceView(ptr={self.ptr:#x}, size={self.size}, stride={self.stride}, dtype={self.dtype})"
+        return (f"DeviceView(ptr={self.ptr:#x}, size={self.size}, stride={self.stride}, "
+                f"dtype={self.dtype})")
 
     @property
     def layout(self) -> str:
@@ -104,7 +110,6 @@ def sync_producer(fields, stream) -> None:
 
 def view_of(x) -> DeviceView | None:
     """:func:`view_from` for a device array of any kind."""
-    from ..interop import device_fields
 
     return view_from(device_fields(x), x)
 
@@ -134,8 +139,6 @@ class PreparedLaunch:
     """
 
     def __init__(self, kernel, step, buffers):
-        from ..driver import INPUT, OFFSETS, OUTPUT, Ref
-
         self.kernel, self.grid, self.block = kernel, step.grid, step.spec.block
         # where the placeholders' words start; -1: not an argument of this step
         self.input_at = self.output_at = -1
@@ -172,8 +175,6 @@ class PreparedLaunch:
     def _compile(self, flat, out, offsets, key):
         """The kernel for this input's dtype and layout: loaded from the disk
         cache or compiled, on first use (:mod:`pyreduce.backends.cubins`)."""
-        from ..driver import INPUT, OFFSETS, OUTPUT
-        from .cubins import function_handle
 
         argtypes = tuple(
             flat.arg_type() if t is INPUT else out.arg_type() if t is OUTPUT
@@ -309,9 +310,9 @@ def _bindings_launch():
 
 def _compiled_launch():
     """:func:`launch` compiled (:mod:`pyreduce.backends.launchjit`)."""
-    from .launchjit import launcher
+    from .launchjit import launcher  # late: it imports Numba
 
-    return launcher()
+    return launcher(_launcher)
 
 
 _driver_functions = None
@@ -350,7 +351,7 @@ def read_scalar(view: DeviceView, stream):
     cu = cuda_driver()
     if type(view) is MappedView:
         err, = cu.cuStreamSynchronize(stream)
-        if err != _SUCCESS:
+        if err != cudadriver.SUCCESS:
             check_driver((err,))
         return view.host[0]
     buf = getattr(_local, "buf", None)
@@ -415,40 +416,3 @@ def write_array(view: DeviceView, host: np.ndarray, stream) -> None:
         check_driver(cu.cuStreamSynchronize(int(stream)))  # `host` must outlive the copy
     else:
         check_driver(cu.cuMemcpyHtoD(view.ptr, host.ctypes.data, host.nbytes))
-
-
-_CU = None
-_SUCCESS = None
-
-
-def current_device() -> int:
-    """The device of this thread's CUDA context, making the primary context of
-    device 0 current first (as Numba would) if the thread has none yet."""
-    cu = cuda_driver()
-    err, dev = cu.cuCtxGetDevice()
-    if int(err):
-        from .cudadriver import ensure_context
-
-        return ensure_context()
-    return int(dev)
-
-
-def cuda_driver():
-    """``cuda.bindings.driver``, imported on first use (the simulator has none)."""
-    global _CU, _SUCCESS
-    if _CU is None:
-        from cuda.bindings import driver
-
-        _SUCCESS = driver.CUresult.CUDA_SUCCESS
-        _CU = driver
-    return _CU
-
-
-def check_driver(result) -> None:
-    """Raise RuntimeError, naming the error, unless a driver call's ``result``
-    (a CUresult, or a tuple that starts with one) is success."""
-    err = result[0] if isinstance(result, tuple) else result
-    if int(err) != 0:
-        cu = cuda_driver()
-        _, name = cu.cuGetErrorName(cu.CUresult(int(err)))
-        raise RuntimeError(f"CUDA driver call failed: {name.decode() if name else err}")

@@ -14,7 +14,7 @@ needs neither: numba-hip is imported when a :class:`HipBackend` is made, and
 nothing here imports ``numba.cuda``.
 
 The kernels come from the same factories as CUDA's, in the
-:data:`~pyreduce.backends.dialect.HIP` dialect, with the device's wavefront size
+:data:`~pyreduce.dialect.HIP` dialect, with the device's wavefront size
 (64 on gfx9: MI100/MI200/MI300; 32 on gfx10 and later: Radeon RDNA) baked in as
 literals. Arrays are numba-hip device arrays; launches go through numba-hip's
 dispatcher (``kernel[grid, block, stream](...)``).
@@ -28,7 +28,7 @@ import functools
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from .base import GeneratedBackend
-from .dialect import HIP
+from ..dialect import HIP
 __all__ = ["HipBackend", "wavefront_size", "atomic_inc"]
 
 
@@ -52,7 +52,7 @@ def atomic_inc():
     the old value, then ``fence syncscope("agent") acquire``.
 
     A Numba intrinsic, because numba-hip 0.2.1 offers no atomics on array
-    elements (see :meth:`pyreduce.backends.dialect.HipDialect.atomic_inc`). The
+    elements (see :meth:`pyreduce.dialect.HipDialect.atomic_inc`). The
     ``atomicrmw`` is monotonic (relaxed, like CUDA's ``atomicAdd``): the release
     is the ``threadfence`` the kernel issues before it.
     """
@@ -101,7 +101,7 @@ class HipBackend(GeneratedBackend):
     def device_id(self) -> int:
         return int(self.hip.get_current_device().id)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: B019  (a backend lives as long as the process)
     def _gpu_info(self, device_id) -> DeviceInfo:
         dev = self.hip.get_current_device()
         arch = dev.amdgpu_arch
@@ -133,7 +133,7 @@ class HipBackend(GeneratedBackend):
     def kernel_namespace(self, spec: KernelSpec, op, fmap=None) -> dict:
         """numba-hip's shuffles take the same types as numba.cuda's, so the shared
         names serve; the single-pass ticket needs :func:`atomic_inc`
-        (:meth:`pyreduce.backends.dialect.HipDialect.atomic_inc`)."""
+        (:meth:`pyreduce.dialect.HipDialect.atomic_inc`)."""
         return {**super().kernel_namespace(spec, op, fmap), "atomic_inc": atomic_inc()}
 
     # --- memory, on numba-hip device arrays

@@ -66,10 +66,8 @@ def _launch_kernel(values, function, grid, block, stream, params):
     return _cu_launch_kernel(values[values.size - 1], function, grid, block, stream, params)
 
 
-def launcher():
-    """A new dispatcher of the compiled launch, kept in the disk cache: the
-    body of :func:`pyreduce.backends.fastpath._launcher` over the calls above."""
-    from .fastpath import _launcher
-
-    return njitcache.attach(njit(nogil=True)(_launcher(_current_device, _launch_kernel)),
+def launcher(body):
+    """A new dispatcher of the compiled launch, kept in the disk cache: ``body``
+    (:func:`pyreduce.backends.fastpath._launcher`) over the calls above."""
+    return njitcache.attach(njit(nogil=True)(body(_current_device, _launch_kernel)),
                             ("fastpath.launch",), "the launch path")

@@ -1,8 +1,8 @@
 """numba-cuda backends: ``cuda`` on a GPU and ``sim`` in Numba's CUDA simulator.
 
 Both run the same generated source, the simulator's without the launch bounds
-its ``jit`` does not take (:data:`~pyreduce.backends.dialect.CUDA` and
-:data:`~pyreduce.backends.dialect.SIM`). They differ in what they compile the operator to, in the device they
+its ``jit`` does not take (:data:`~pyreduce.dialect.CUDA` and
+:data:`~pyreduce.dialect.SIM`). They differ in what they compile the operator to, in the device they
 describe to the planner, and in the simulator's warp emulation
 (:mod:`pyreduce.backends.simwarp`).
 """
@@ -22,9 +22,10 @@ from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
 from ..forks import renew_in_child
 from ..interop import ArrayInterface, device_fields
+from ..occupancy import SMLimits
 from .base import GeneratedBackend, carrier, check_out, check_stream, not_a_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
-from .dialect import CUDA, SIM
+from ..dialect import CUDA, SIM
 from .opcheck import check_op
 from .express import express
 from .results import maker
@@ -189,12 +190,10 @@ class CudaBackend(NumbaCudaBackend):
     def device_id(self) -> int:
         return current_device()
 
-    @functools.lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)  # noqa: B019  (a backend lives as long as the process)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
         """The device's description, from the driver's attributes (by the names
         Numba's device object uses for them)."""
-        from ..occupancy import SMLimits
-
         cc = compute_capability(device_id)
         warp = attribute(device_id, "WARP_SIZE")
         limits = SMLimits(

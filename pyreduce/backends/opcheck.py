@@ -16,6 +16,8 @@ integers) instead of raising ``ZeroDivisionError``.
 from __future__ import annotations
 
 from ..cache import KERNELS
+from ..codegen import compile_module
+from ..dtypes import fields, is_tuple
 
 __all__ = ["check_op", "compiled_step", "host_njit", "njit_cast", "njit_map", "njit_op"]
 
@@ -41,14 +43,10 @@ def njit_map(monoid):
 def njit_cast(dtype):
     """``acc_t`` for ``njit`` code: the scalar type, or for a tuple dtype a compiled
     function casting every field (a Numba tuple cannot be cast by one call)."""
-    from ..dtypes import fields, is_tuple
-
     if not is_tuple(dtype):
         return dtype.type
 
     def build():
-        from ..codegen import compile_module
-
         parts = fields(dtype)
         cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(parts)))
         names = {"njit": host_njit, **{f"f{k}_t": d.type for k, d in enumerate(parts)}}
@@ -78,9 +76,7 @@ def compiled_step(monoid):
         from numba.core import types
         from numba.core.errors import NumbaError
 
-        from .. import njitcache
-        from ..dtypes import fields, is_tuple
-
+        from .. import njitcache  # late: it brings the disk cache
         op, acc_t = njit_op(monoid), njit_cast(monoid.dtype)
 
         def combine(a, b):

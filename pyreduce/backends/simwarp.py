@@ -84,9 +84,9 @@ when a kernel is launched. Masks are 32-bit for warp 32 and 64-bit for warp 64
 ``np.uint32`` or ``np.uint64``; compiled numba-cuda types ``ballot_sync`` as
 int32, so there lane 31 is the sign bit. ``activemask()`` is the set of lanes
 of the warp that call it before the warp's other lanes wait elsewhere or exit
-(what a converged warp reports; lanes that returned early are not in it). Shuffles out of the warp's range (source lane
-< 0 or >= warp size) return the caller's own value; ``shfl_sync`` takes
-``src_lane`` modulo the warp size.
+(what a converged warp reports; lanes that returned early are not in it).
+Shuffles out of the warp's range (source lane < 0 or >= warp size) return the
+caller's own value; ``shfl_sync`` takes ``src_lane`` modulo the warp size.
 """
 
 from __future__ import annotations
@@ -446,7 +446,7 @@ class _ManagerMixin:
         try:
             mask = operator.index(mask) & self.full_mask  # as hardware truncates
         except TypeError:
-            raise WarpSimError(f"{kind}: the mask must be an integer, not {mask!r}")
+            raise WarpSimError(f"{kind}: the mask must be an integer, not {mask!r}") from None
         if not mask >> thread.lane & 1 or mask & ~(warp.exists & ~warp.exited):
             raise WarpSimError(self._bad_mask(thread, kind, mask))
         meeting = warp.meetings.get(mask)

@@ -46,6 +46,8 @@ import threading
 import numpy as np
 
 from ..dtypes import as_value, storage
+from ..planner import make_plan
+from .cpu import shared as cpu_backend
 from .cpu_parallel import combine, reads_index, shift_index, shifts_index
 
 __all__ = ["CHUNK_BYTES", "MIN_CHUNK_BYTES", "SLOTS", "COPY_PIECE_BYTES", "DIRECT_BYTES",
@@ -165,9 +167,7 @@ class Stager:
         elements are in the slot's pinned buffer; the next chunk is being
         staged meanwhile. The device buffer of the slot is free for it once the
         copy stream waits for ``self.reduced[slot]``."""
-        from . import get
-
-        cpu = get("cpu")
+        cpu = cpu_backend()
         pool, threads = cpu._executor, cpu.threads
         n = x.size
         count = -(-n // size)
@@ -347,7 +347,7 @@ def upload(backend, x: np.ndarray):
 
 class Streamed:
     """A host input's reduction on a GPU backend, chunk by chunk through a
-    stager (what :class:`pyreduce.api.Prepared` runs for one): the chunks'
+    stager (what :class:`pyreduce.prepared.Prepared` runs for one): the chunks'
     plans, and the call."""
 
     def __init__(self, backend, monoid, in_dtype: np.dtype, device, tuning, size: int):
@@ -365,8 +365,6 @@ class Streamed:
     def plan(self, elements: int, align: int = 16):
         """The plan that reduces one chunk of ``elements`` elements to one
         partial (no initial value: that is combined on the host)."""
-        from ..planner import make_plan
-
         m = self.monoid
         return make_plan(elements, self.in_dtype, m.dtype, m.key, self.device, self.tuning,
                          0, align)

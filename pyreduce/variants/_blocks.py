@@ -22,7 +22,6 @@ arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..codegen import indent, render
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple

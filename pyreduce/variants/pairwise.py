@@ -1,7 +1,7 @@
 """The reproducible tree on a GPU: the ``pairwise`` variant (``deterministic=True``).
 
 The kernel computes the tree of :mod:`pyreduce.deterministic` (leaves of
-:data:`~pyreduce.deterministic.LEAF` elements folded left to right, then pairs of
+:data:`~pyreduce.spec.LEAF` elements folded left to right, then pairs of
 nodes in index order, a node without a right sibling passed up), so its result
 depends on ``n`` alone. Layout: a bounded grid of blocks, each owning an aligned
 range of a power of two of tiles (the planner rounds ``chunk``), then one block
@@ -67,8 +67,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..codegen import render
-from ..deterministic import LEAF
-from ..spec import KernelSpec
+from ..spec import LEAF, KernelSpec
 from ..dtypes import is_tuple
 from ._blocks import combine, element, fold_items, load_items, snippet, warp_reduce
 

@@ -208,7 +208,7 @@ def compile_target(arch: str, variants: list[str], asm_dir: str | None) -> list[
     from numba import hip
 
     import pyreduce
-    from pyreduce.backends.dialect import HIP
+    from pyreduce.dialect import HIP
     from pyreduce.backends.hip import HipBackend
     from pyreduce.planner import DeviceInfo, default_items
     from pyreduce.spec import KernelSpec
@@ -240,7 +240,8 @@ def compile_target(arch: str, variants: list[str], asm_dir: str | None) -> list[
                 kernel = backend.kernel(spec, monoid, device)
                 assert kernel.source == src and kernel.name == kname
                 ir, _ = hip.compile_llvm_ir(kernel.fn.py_func,
-                                            _signature(spec, bool(getattr(v.options, "last_block", False))),
+                                            _signature(spec, bool(getattr(v.options,
+                                                                          "last_block", False))),
                                             amdgpu_arch=arch)
                 t1 = time.perf_counter()
                 asm = patch.llc(ir, arch)
@@ -367,7 +368,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     if args.jobs > 1 and len(targets) > 1:
         # spawn: every worker imports numba-hip itself; no compiler state is forked
-        with ProcessPoolExecutor(min(args.jobs, len(targets)), mp_context=get_context("spawn")) as ex:
+        spawn = get_context("spawn")
+        with ProcessPoolExecutor(min(args.jobs, len(targets)), mp_context=spawn) as ex:
             parts = list(ex.map(compile_target, targets, [variants] * len(targets),
                                 [asm_dir] * len(targets)))
     else:
