@@ -90,7 +90,10 @@ def test_benchmark_disable_runs_once(pytester, no_gpu):
             info = gpu_benchmark.extra_info
             assert info["timing"] == "wall" and "seconds" not in info
     """, "--benchmark-disable")
-    result.assert_outcomes(passed=1, warnings=0)  # the fixture counts as used
+    result.assert_outcomes(passed=1)
+    # the fixture counts as used: no "benchmark fixture was not used" warning (an
+    # assertion-rewrite warning for the plugin module may come from the session)
+    assert "PytestBenchmarkWarning" not in result.stdout.str()
 
 
 def test_insisting_on_the_gpu_without_one_says_why(pytester, no_gpu):
