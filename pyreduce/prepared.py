@@ -101,7 +101,11 @@ class Prepared:
                 return user
             value = run(flat, stream, self.initial)
         value = monoid.result(value)
-        return value if shape is None else np.full(shape, value, dtype=monoid.dtype)
+        if shape is None:
+            return value
+        if isinstance(value, tuple):  # a tuple result: an array of each field
+            return tuple(np.full(shape, v) for v in value)
+        return np.full(shape, value, dtype=monoid.dtype)
 
     def _whole_plan(self, flat):
         """The plan of the whole input as one flat device array ``flat``."""

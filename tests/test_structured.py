@@ -217,6 +217,21 @@ def test_tuple_identity_initial_and_explicit_dtype(backend):
     assert got == (5.0, 99)
 
 
+def test_tuple_results_with_keepdims_are_arrays_of_each_field(backend):
+    """Regression: ``keepdims=True`` with a tuple accumulator failed in
+    ``np.full`` ("could not broadcast"). Each field comes back as an array of
+    extent 1 on every axis, as NumPy's keepdims gives one value."""
+    pick = lambda a, b: a if a[0] >= b[0] else b  # noqa: E731
+    x = np.random.default_rng(5).random((7, 30))
+    for axis in (None, (0, 1)):
+        got = pyreduce.reduce(x, pick, map=lambda i, v: (v, i), keepdims=True, axis=axis,
+                              **on(backend))
+        assert isinstance(got, tuple) and len(got) == 2
+        assert [g.shape for g in got] == [(1, 1), (1, 1)]
+        assert got[0].dtype == np.float64 and got[1].dtype == np.int64
+        assert got[0][0, 0] == x.max() and got[1][0, 0] == x.argmax()
+
+
 def test_bad_maps_and_tuples_are_refused(backend):
     x = np.arange(10.0)
     before = x.copy()
