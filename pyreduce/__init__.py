@@ -15,13 +15,15 @@ from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .deterministic import reference
 from .explain import Explanation, explain
+from .nanstats import count_nonzero, nanargmax, nanargmin, nanmean, nanstd, nanvar, ptp
 from .variants import VARIANTS as variants
 from .variants import variant_source
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
     "segmented_reduce", "argmax", "argmin", "minmax", "mean", "var", "std", "nansum",
-    "nanprod", "reference",
+    "nanprod", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp",
+    "count_nonzero", "reference",
     "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "warmup", "tuning",
 ]

@@ -575,8 +575,10 @@ def mean(x, **kwargs):
                    **_tuned(kwargs, "mean"))
 
 
-def var(x, ddof=0, **kwargs):
-    """The variance (``ddof``: delta degrees of freedom, as in ``np.var``), in one
+def var(x, ddof=0, *, correction=None, **kwargs):
+    """The variance (``ddof``: delta degrees of freedom, as in ``np.var``, or
+    ``correction``, the array API's name for it; giving both is a ValueError, as
+    in NumPy), in one
     pass: the mean of ``|x - mean|**2``, real for complex input (float32 for
     complex64, float32 and half precision, float64 otherwise). Where ``ddof >= n``
     it divides by 0, as NumPy does (inf, or NaN where every element is the mean),
@@ -589,15 +591,18 @@ def var(x, ddof=0, **kwargs):
     if _on_dask(x):
         return _scale_out("var", locals())
     info = inspect(x, masked=True)
+    ddof = structured.degrees_of_freedom(ddof, correction)
     return _reduce(info, structured.moments_monoid(info.dtype, "var", ddof), None,
                    **_tuned(kwargs, "var"))
 
 
-def std(x, ddof=0, **kwargs):
-    """The standard deviation, ``sqrt(var(x, ddof))``. Keywords as for ``argmax``."""
+def std(x, ddof=0, *, correction=None, **kwargs):
+    """The standard deviation, ``sqrt(var(x, ddof))`` (``correction``: as for
+    ``var``). Keywords as for ``argmax``."""
     if _on_dask(x):
         return _scale_out("std", locals())
     info = inspect(x, masked=True)
+    ddof = structured.degrees_of_freedom(ddof, correction)
     return _reduce(info, structured.moments_monoid(info.dtype, "std", ddof), None,
                    **_tuned(kwargs, "std"))
 

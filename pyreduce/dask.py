@@ -114,14 +114,19 @@ def _named(name, x, axis=None, dtype=None, out=None, keepdims=False, identity=No
 def _structured(name, x, **kwargs):
     x = _dask_array(x)
     dt = check_dtype(x.dtype)
-    if name in ("mean", "var", "std"):
-        ddof = kwargs.pop("ddof") if name != "mean" else 0
+    if name in structured.STATISTICS:
+        ddof = structured.degrees_of_freedom(kwargs.pop("ddof", 0),
+                                             kwargs.pop("correction", None))
         monoid = structured.moments_monoid(dt, name, ddof)
     else:
         monoid = getattr(structured, f"{name}_monoid")(dt)
     split_every = kwargs.pop("split_every", None)
     options = dict(api._tuned(kwargs, name), split_every=split_every)
-    return run(x, monoid, name, options, index=name in ("argmax", "argmin"))
+    return run(x, monoid, name, options, index=name in _INDEXED)
+
+
+#: The structured reductions whose accumulator ends in a flat index.
+_INDEXED = ("argmax", "argmin", "nanargmax", "nanargmin")
 
 
 def _nan(name, x, dtype=None, **options):
@@ -131,7 +136,9 @@ def _nan(name, x, dtype=None, **options):
 
 
 _ENTRIES = {"reduce": _reduce, **dict.fromkeys(_NAMED, _named),
-            **dict.fromkeys(("argmax", "argmin", "minmax", "mean", "var", "std"), _structured),
+            **dict.fromkeys(("argmax", "argmin", "minmax", "mean", "var", "std", "nanmean",
+                             "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp",
+                             "count_nonzero"), _structured),
             "nansum": _nan, "nanprod": _nan}
 
 

@@ -28,10 +28,22 @@ input travels as its real and imaginary parts, with ops of its own.
     a map turning NaN (a complex value with NaN in either part) into the identity
     before a plain sum (product), as NumPy does: an op alone cannot tell an input
     NaN from one that ``inf - inf`` made.
+``nanmean``/``nanvar``/``nanstd``
+    the moments' accumulator and op, with a map that gives a NaN element the
+    summary of no elements (count 0), which the merge skips.
+``nanargmax``/``nanargmin``
+    ``(value, count, index)``, or ``(real, imag, count, index)``: NaN mapped to
+    -inf (+inf) with count 0, as ``np.nanargmax`` replaces it, so the index is
+    NumPy's; a total count of 0 is NumPy's "All-NaN slice encountered".
+``ptp``
+    ``minmax``'s pair, finished as ``max - min`` (integers wrap, as ``np.ptp``'s).
+``count_nonzero``
+    a sum of ``1 if v != 0 else 0`` in int64.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import numbers
@@ -46,7 +58,9 @@ from .dtypes import (
 from .ops import Monoid, function_key, make_monoid, sum_dtype
 
 __all__ = ["argmax_monoid", "argmin_monoid", "minmax_monoid", "moments_monoid",
-           "nansum_monoid", "nanprod_monoid", "mean_dtype", "var_dtype"]
+           "nansum_monoid", "nanprod_monoid", "mean_dtype", "var_dtype", "STATISTICS",
+           "degrees_of_freedom", "nanargmax_monoid", "nanargmin_monoid", "ptp_monoid",
+           "count_nonzero_monoid"]
 
 _INF = math.inf
 _NAN = math.nan
@@ -181,6 +195,21 @@ def _complex_moments_op(a, b):
     return (n, re, im, a[3] + b[3] + (d_re * d_re + d_im * d_im) * a[0] * w)
 
 
+def _nan_moments_map(i, v):
+    # a NaN element: a summary of no elements, which _moments_op skips
+    if v != v:
+        return (0.0, 0.0, 0.0)
+    x = np.float64(v)
+    return (1.0, x, x - x)
+
+
+def _complex_nan_moments_map(i, v):
+    if v != v:  # NaN in either part
+        return (0.0, 0.0, 0.0, 0.0)
+    re, im = np.float64(v.real), np.float64(v.imag)
+    return (1.0, re, im, (re - re) + (im - im))
+
+
 def _nan_to_zero(i, v):
     # a complex value with NaN in either part is unequal to itself
     return v if v == v else 0.0
@@ -289,12 +318,19 @@ def mean_dtype(dtype: np.dtype) -> np.dtype:
     return dt if dt.kind == "c" else var_dtype(dt)
 
 
+#: The statistics :func:`moments_monoid` finishes; the ``nan`` ones skip NaN.
+STATISTICS = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
+
+
 def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
     """``(count, mean, m2)`` in float64 (``(count, mean.real, mean.imag, m2)`` for
-    complex input), finished as ``statistic``: mean, var or std."""
+    complex input), finished as ``statistic``: mean, var or std, or nanmean,
+    nanvar or nanstd, whose map gives a NaN element (NaN in either part of a
+    complex one) the count 0, so that it is skipped (:func:`_nan_moments_map`)."""
     check_dtype(dtype)
-    if statistic not in ("mean", "var", "std"):
-        raise ValueError(f"statistic must be mean, var or std, got {statistic!r}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, "
+                         f"got {statistic!r}")
     if not isinstance(ddof, numbers.Real):
         raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
     return _moments_monoid(dtype, statistic, ddof)
@@ -304,23 +340,33 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
 def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     is_complex = check_dtype(dtype).kind == "c"
     f8 = np.float64
+    # integers and bools have no NaN: the plain map (and kernels), as NumPy does
+    skip_nan = statistic.startswith("nan") and element(dtype).kind in "fc"
     if is_complex:
         op, fmap, width = _complex_moments_op, _complex_moments_map, 4
+        if skip_nan:
+            fmap = _complex_nan_moments_map
     else:
         op, fmap, width = _moments_op, _moments_map, 3
-    if statistic == "mean":
+        if skip_nan:
+            fmap = _nan_moments_map
+    plain = statistic.removeprefix("nan")
+    if plain == "mean":
         out = mean_dtype(dtype).type
 
         def finalize(acc):
             return out(_mean(acc))
     else:
         out = var_dtype(dtype).type
+        nan_rule = statistic != plain
 
         def finalize(acc):
-            var = _variance(float(acc[0]), float(acc[-1]), ddof)
-            return out(var if statistic == "var" else math.sqrt(var))
+            var = _variance(float(acc[0]), float(acc[-1]), ddof, nan_rule)
+            return out(var if plain == "var" else math.sqrt(var))
 
     def host(x):
+        if skip_nan:
+            x = x[~np.isnan(x)]
         parts = (x.real, x.imag) if is_complex else (x,)
         means = tuple(np.mean(p, dtype=f8) for p in parts)
         m2 = sum(np.var(p, dtype=f8) for p in parts) * x.size
@@ -349,14 +395,15 @@ def _mean(acc):
     return complex(re, im)
 
 
-def _variance(n: float, m2: float, ddof) -> float:
+def _variance(n: float, m2: float, ddof, nan_rule: bool = False) -> float:
     """``m2 / (n - ddof)`` as ``np.var`` divides: by ``max(n - ddof, 0)``, so that no
-    degrees of freedom give inf (NaN where ``m2`` is 0), with NumPy's warning."""
+    degrees of freedom give inf (NaN where ``m2`` is 0), with NumPy's warning;
+    ``nan_rule``: NaN for no degrees of freedom, as ``np.nanvar`` gives."""
     dof = n - ddof
     if dof > 0:
         return m2 / dof
     _warn("Degrees of freedom <= 0 for slice")
-    return _INF if m2 > 0 else _NAN
+    return _INF if m2 > 0 and not nan_rule else _NAN
 
 
 def _warn(message: str) -> None:
@@ -385,3 +432,158 @@ def nansum_monoid(dtype: np.dtype, acc_dtype=None) -> Monoid:
 def nanprod_monoid(dtype: np.dtype, acc_dtype=None) -> Monoid:
     """A product that treats NaN as one (``np.nanprod``)."""
     return _nan_monoid("nanprod", _mul, _nan_to_one, 1, dtype, acc_dtype, np.nanprod)
+
+
+# --- NumPy's other NaN-aware and statistical reductions (pyreduce.nanstats)
+
+
+def degrees_of_freedom(ddof, correction):
+    """The ``ddof`` of a var/std call given ``ddof=`` (NumPy's) or ``correction=``
+    (the array API's name for it): ``correction`` when given, and a ValueError
+    when both are, as ``np.var`` raises (a ``ddof`` of 0 counts as not given)."""
+    if correction is None:
+        return ddof
+    if not (isinstance(ddof, numbers.Real) and ddof == 0):
+        raise ValueError("ddof= and correction= are the same number under two names: "
+                         "give one of them")
+    return correction
+
+
+# nanargmax/nanargmin: ``(value, count, index)``; the map puts -inf (+inf) in
+# place of a NaN, as np.nanargmax does, with count 0 (else 1), so that the index
+# is NumPy's and a count of 0 tells an all-NaN input. The values reaching the op
+# are never NaN.
+
+def _nan_below_map(i, v):
+    return (v, 1, i) if v == v else (-_INF, 0, i)
+
+
+def _nan_above_map(i, v):
+    return (v, 1, i) if v == v else (_INF, 0, i)
+
+
+def _complex_nan_below_map(i, v):
+    if v == v:
+        return (v.real, v.imag, 1, i)
+    return (-_INF, 0.0, 0, i)
+
+
+def _complex_nan_above_map(i, v):
+    if v == v:
+        return (v.real, v.imag, 1, i)
+    return (_INF, 0.0, 0, i)
+
+
+def _nanargmax_op(a, b):
+    n = a[1] + b[1]
+    if a[0] > b[0] or (a[0] == b[0] and a[2] <= b[2]):
+        return (a[0], n, a[2])
+    return (b[0], n, b[2])
+
+
+def _nanargmin_op(a, b):
+    n = a[1] + b[1]
+    if a[0] < b[0] or (a[0] == b[0] and a[2] <= b[2]):
+        return (a[0], n, a[2])
+    return (b[0], n, b[2])
+
+
+def _complex_nanargmax_op(a, b):
+    """``(real, imag, count, index)``: NumPy's order, real part first."""
+    n = a[2] + b[2]
+    if a[0] > b[0] or (a[0] == b[0] and (a[1] > b[1] or (a[1] == b[1] and a[3] <= b[3]))):
+        return (a[0], a[1], n, a[3])
+    return (b[0], b[1], n, b[3])
+
+
+def _complex_nanargmin_op(a, b):
+    n = a[2] + b[2]
+    if a[0] < b[0] or (a[0] == b[0] and (a[1] < b[1] or (a[1] == b[1] and a[3] <= b[3]))):
+        return (a[0], a[1], n, a[3])
+    return (b[0], b[1], n, b[3])
+
+
+def _nonzero(i, v):
+    return 1 if v != 0 else 0
+
+
+def _all_nan_check(acc):
+    """The index of a nanargmax/nanargmin accumulator, or NumPy's ValueError
+    when no element was a number."""
+    if acc[-2] == 0:
+        raise ValueError("All-NaN slice encountered")
+    return acc[-1]
+
+
+def _nanarg(name, plain, op, complex_op, fmap, complex_map, dtype, fill, numpy_arg):
+    dt = default_accumulator(check_dtype(dtype))
+    if element(dt).kind not in "fc":  # no NaN: argmax's monoid, as NumPy does
+        return dataclasses.replace(plain(dt), name=name)
+    if dt.kind == "c":
+        fields, op, fmap = [_parts(dt)] * 2 + [np.int64] * 2, complex_op, complex_map
+
+        def value(y, i):
+            return (y.real.flat[i], y.imag.flat[i])
+    else:
+        fields = [dt, np.int64, np.int64]
+
+        def value(y, i):
+            return (y.flat[i],)
+
+    def host(x):
+        nan = np.isnan(x)
+        y = np.where(nan, fill, x)
+        i = int(numpy_arg(y))
+        return value(y, i) + (int(x.size - np.count_nonzero(nan)), i)
+
+    return Monoid(
+        name=name, fn=op, dtype=tuple_dtype(fields), identity=None, commutative=True,
+        key=_key(name, op, fmap), empty_ok=False, map=fmap, finalize=_all_nan_check,
+        host=host,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def nanargmax_monoid(dtype: np.dtype) -> Monoid:
+    """The first index of the largest element, NaN taken as -inf; all-NaN is
+    NumPy's ValueError."""
+    return _nanarg("nanargmax", argmax_monoid, _nanargmax_op, _complex_nanargmax_op,
+                   _nan_below_map, _complex_nan_below_map, dtype, -_INF, np.argmax)
+
+
+@functools.lru_cache(maxsize=64)
+def nanargmin_monoid(dtype: np.dtype) -> Monoid:
+    """The first index of the smallest element, NaN taken as +inf."""
+    return _nanarg("nanargmin", argmin_monoid, _nanargmin_op, _complex_nanargmin_op,
+                   _nan_above_map, _complex_nan_above_map, dtype, _INF, np.argmin)
+
+
+@functools.lru_cache(maxsize=64)
+def ptp_monoid(dtype: np.dtype) -> Monoid:
+    """``max - min`` from :func:`minmax_monoid`'s pair, subtracted as ``np.ptp``
+    subtracts (a ufunc: integers wrap silently, NaN propagates)."""
+    dt = check_dtype(dtype)
+    if dt.kind == "b":
+        raise TypeError("ptp of a bool array: NumPy defines no subtraction of booleans "
+                        "(np.ptp raises too); use max(x) ^ min(x) or cast to an integer")
+    pair = minmax_monoid(dt)
+    as_pair = pair.finalize or tuple
+
+    def finalize(acc):
+        lo, hi = as_pair(acc)
+        return np.subtract(hi, lo)
+
+    return dataclasses.replace(pair, name="ptp", finalize=finalize)
+
+
+@functools.lru_cache(maxsize=64)
+def count_nonzero_monoid(dtype: np.dtype) -> Monoid:
+    """The number of elements unequal to zero (NaN counts, as in NumPy; a complex
+    value is zero when both parts are), in int64."""
+    check_dtype(dtype)
+    i8 = np.dtype(np.int64)
+    return Monoid(
+        name="count_nonzero", fn=_add, dtype=i8, identity=i8.type(0), commutative=True,
+        key=_key("count_nonzero", _add, _nonzero), map=_nonzero,
+        host=lambda x: i8.type(np.count_nonzero(x)),
+    )

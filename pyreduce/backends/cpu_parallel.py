@@ -64,7 +64,7 @@ def loadable(x: np.ndarray) -> np.ndarray:
 
 #: Ops whose partials combine without rounding: any split gives NumPy's result.
 EXACT = frozenset({"max", "min", "nanmax", "nanmin", "and", "or", "xor", "logical_and",
-                   "logical_or", "argmax", "argmin", "minmax"})
+                   "logical_or", "argmax", "argmin", "minmax", "nanargmax", "nanargmin"})
 
 
 def library_op(monoid):
@@ -176,17 +176,23 @@ def reduce_host(x: np.ndarray, monoid, executor, threads: int):
     return combine(map_pieces(executor, one, pieces(x, parts)), monoid)
 
 
+#: The structured reductions whose accumulator's last field is a flat index.
+_INDEXED = frozenset(("structured", name)
+                     for name in ("argmax", "argmin", "nanargmax", "nanargmin"))
+
+
 def shifts_index(monoid) -> bool:
-    """True for the argmax/argmin accumulators ``(value, index)``, whose index a
-    piece counts from its own start (:func:`shift_index`)."""
-    return library_op(monoid) in (("structured", "argmax"), ("structured", "argmin"))
+    """True for the argmax/argmin accumulators (``(value, index)``, and the
+    others whose last field is the index), whose index a piece counts from its
+    own start (:func:`shift_index`)."""
+    return library_op(monoid) in _INDEXED
 
 
 def shift_index(partial, offset: int, monoid):
     """A piece's accumulator with the index counted from the whole input's start
-    (for ``(value, index)`` accumulators; others are returned as they are)."""
+    (for accumulators ending in an index; others are returned as they are)."""
     if offset and shifts_index(monoid):
-        return (partial[0], partial[1] + offset)
+        return tuple(partial[:-1]) + (partial[-1] + offset,)
     return partial
 
 

@@ -1,0 +1,186 @@
+"""NumPy's NaN-ignoring statistics and the other whole-array reductions built on
+the tuple accumulators of :mod:`pyreduce.structured`: ``nanmean``, ``nanvar``,
+``nanstd``, ``nanargmax``, ``nanargmin``, ``ptp`` and ``count_nonzero``.
+
+Like ``mean``, ``argmax`` and ``minmax``, each reduces every element to one value
+(no ``axis=``, except ``count_nonzero``), in one pass, on every backend; the
+value is finished on the host, so ``device_result=`` and ``out=`` do not apply.
+They take ``backend=``, ``stream=`` and the tuning keywords of
+:func:`pyreduce.reduce`. A masked array's unmasked elements are reduced, and a
+Dask array gives a lazy result, as for the other reductions
+(``docs/semantics.md``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import masked, structured
+from .api import _on_dask, _reduce, _scale_out, _tuned, sum as _sum
+from .interop import inspect
+
+__all__ = ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero"]
+
+
+def _whole(name: str, x, monoid_of, kwargs: dict, rule=masked.NAMED):
+    """``x`` reduced to one value with the monoid ``monoid_of(dtype)``; ``kwargs``
+    are the call's backend, stream and tuning keywords."""
+    info = inspect(x, masked=True)
+    return _reduce(info, monoid_of(info.dtype), None, masked_rule=rule,
+                   **_tuned(kwargs, name))
+
+
+def _moments(statistic: str, x, ddof, correction, kwargs: dict):
+    ddof = structured.degrees_of_freedom(ddof, correction)
+    return _whole(statistic, x, lambda dt: structured.moments_monoid(dt, statistic, ddof),
+                  kwargs)
+
+
+def nanmean(x, **kwargs):
+    """The mean of the elements that are not NaN, like ``np.nanmean``: a complex
+    value with NaN in either part is skipped. Dtypes as for ``mean`` (float32
+    for float16 and bfloat16 input, where NumPy returns float16); integers and
+    bools have no NaN, so their mean is ``mean``'s. An empty or all-NaN input
+    gives NaN with NumPy's RuntimeWarning ("Mean of empty slice"). No ``axis=``:
+    every element is reduced. Keywords: ``backend``, ``stream`` and the tuning
+    keywords of ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nanmean(np.array([1.0, np.nan, 3.0]), backend="cpu"))
+    2.0
+    >>> complex(pyreduce.nanmean(np.array([1 + 1j, complex(np.nan, 5), 3j]), backend="cpu"))
+    (0.5+2j)
+    """
+    if _on_dask(x):
+        return _scale_out("nanmean", locals())
+    return _whole("nanmean", x, lambda dt: structured.moments_monoid(dt, "nanmean"), kwargs)
+
+
+def nanvar(x, ddof=0, *, correction=None, **kwargs):
+    """The variance of the elements that are not NaN, like ``np.nanvar``: real for
+    complex input, dtypes as for ``var``. ``ddof`` (NumPy's) or ``correction`` (the
+    array API's name for it; giving both is a ValueError, as in NumPy) is
+    subtracted from the count of numbers. Where none is left (all-NaN, empty, or
+    ``ddof`` at least the count) the result is NaN with NumPy's RuntimeWarning
+    ("Degrees of freedom <= 0 for slice"); ``var`` gives inf there, as NumPy's
+    does. No ``axis=``. Keywords as for ``nanmean``.
+
+    >>> import numpy as np, pyreduce
+    >>> x = np.array([1.0, np.nan, 2.0, 3.0, 4.0])
+    >>> float(pyreduce.nanvar(x, backend="cpu")), float(pyreduce.nanvar(x, correction=1, backend="cpu"))
+    (1.25, 1.6666666666666667)
+    """
+    if _on_dask(x):
+        return _scale_out("nanvar", locals())
+    return _moments("nanvar", x, ddof, correction, kwargs)
+
+
+def nanstd(x, ddof=0, *, correction=None, **kwargs):
+    """``sqrt(nanvar(x, ddof))``, like ``np.nanstd``. Keywords as for ``nanvar``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.nanstd(np.array([2.0, np.nan, 4.0]), backend="cpu"))
+    1.0
+    """
+    if _on_dask(x):
+        return _scale_out("nanstd", locals())
+    return _moments("nanstd", x, ddof, correction, kwargs)
+
+
+def nanargmax(x, **kwargs):
+    """The flat (C-order) index of the largest element that is not NaN, the first
+    on ties, like ``np.nanargmax``, which reads a NaN as -inf (so where the
+    largest number is -inf, a NaN before it can be the answer, as in NumPy). A
+    complex value with NaN in either part is NaN; complex values are ordered by
+    the real part, then the imaginary one. An all-NaN input raises NumPy's
+    ValueError ("All-NaN slice encountered"), an empty one ValueError too.
+    Integers and bools: ``argmax``. Result int64; no ``axis=``. Keywords as for
+    ``nanmean``.
+
+    >>> import numpy as np, pyreduce
+    >>> int(pyreduce.nanargmax(np.array([np.nan, 3.0, 7.0, np.nan, 7.0]), backend="cpu"))
+    2
+    >>> pyreduce.nanargmax(np.array([np.nan, np.nan]), backend="cpu")
+    Traceback (most recent call last):
+        ...
+    ValueError: All-NaN slice encountered
+    """
+    if _on_dask(x):
+        return _scale_out("nanargmax", locals())
+    return _whole("nanargmax", x, structured.nanargmax_monoid, kwargs, masked.INDEX)
+
+
+def nanargmin(x, **kwargs):
+    """The flat index of the smallest element that is not NaN (NaN read as +inf),
+    like ``np.nanargmin``. Errors and keywords as for ``nanargmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> int(pyreduce.nanargmin(np.array([4.0, np.nan, -2.0]), backend="cpu"))
+    2
+    """
+    if _on_dask(x):
+        return _scale_out("nanargmin", locals())
+    return _whole("nanargmin", x, structured.nanargmin_monoid, kwargs, masked.INDEX)
+
+
+def ptp(x, **kwargs):
+    """Peak to peak, ``max(x) - min(x)``, in one pass, like ``np.ptp``: of the
+    input's dtype, integers wrapping as NumPy's do (int8 ``[-100, 100]`` gives
+    -56), NaN propagating, complex values ordered by the real part, then the
+    imaginary one. float16 and bfloat16 give float32 (``max`` and ``min`` of
+    them do). A bool input is a TypeError, as in NumPy, and an empty one a
+    ValueError. No ``axis=``. Keywords as for ``nanmean``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.ptp(np.array([3.0, -1.5, 2.0]), backend="cpu"))
+    4.5
+    >>> pyreduce.ptp(np.array([-100, 100], dtype=np.int8), backend="cpu")
+    np.int8(-56)
+    """
+    if _on_dask(x):
+        return _scale_out("ptp", locals())
+    return _whole("ptp", x, structured.ptp_monoid, kwargs)
+
+
+def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):
+    """The number of elements unequal to zero, like ``np.count_nonzero``: NaN
+    counts, a complex value is zero only when both parts are, and every dtype
+    (bool, float16, bfloat16, complex) is counted in one pass as it is loaded.
+    Without ``axis`` the result is an int64 scalar. With ``axis`` (an int or a
+    tuple) it is ``sum(x != 0, axis, dtype=intp)``, an array (or a scalar where
+    every axis is reduced) of NumPy's ``intp``, computed by the input's own
+    library first (NumPy, CuPy, PyTorch, Dask: the comparison stays on the
+    device); a Numba device array has no ``!=`` and takes no ``axis``.
+    ``keepdims`` applies with ``axis``. A masked array's masked elements are not
+    counted (NumPy's ``count_nonzero`` counts them). Keywords: ``backend``,
+    ``stream`` and the tuning keywords of ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> int(pyreduce.count_nonzero(np.array([0.0, -0.0, np.nan, 2.0, 0.0]), backend="cpu"))
+    2
+    >>> pyreduce.count_nonzero(np.array([[0, 1, 2], [3, 0, 0]]), axis=1, backend="cpu")
+    array([2, 1])
+    """
+    if axis is not None:
+        return _counted_along(x, axis, keepdims, kwargs)
+    if keepdims:
+        raise ValueError("count_nonzero: keepdims=True applies with axis=; without it "
+                         "the result is one number")
+    if _on_dask(x):
+        return _scale_out("count_nonzero", {"x": x, "kwargs": kwargs})
+    return _whole("count_nonzero", x, structured.count_nonzero_monoid, kwargs)
+
+
+def _counted_along(x, axis, keepdims: bool, kwargs: dict):
+    """``count_nonzero`` with ``axis``: a sum of ``x != 0``, compared by the
+    input's library."""
+    if not isinstance(x, np.ndarray) and not _on_dask(x):
+        info = inspect(x)
+        if info.on_device and info.kind not in ("cupy", "torch"):
+            raise TypeError(f"count_nonzero(axis=...) compares x with 0 first, which a "
+                            f"{type(x).__module__}.{type(x).__name__} cannot do; pass a "
+                            "CuPy or PyTorch array, or no axis")
+        if info.host is not None:  # a list, a buffer, a number: as NumPy takes it
+            x = info.host
+    return _sum(x != 0, axis=axis, dtype=np.intp, keepdims=keepdims,
+                **_tuned(kwargs, "count_nonzero"))
