@@ -367,6 +367,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     def host(x):
         if skip_nan:
             x = x[~np.isnan(x)]
+            if x.size == 0:  # NumPy would warn here; the finished value warns once
+                return (f8(0),) * width
         parts = (x.real, x.imag) if is_complex else (x,)
         means = tuple(np.mean(p, dtype=f8) for p in parts)
         m2 = sum(np.var(p, dtype=f8) for p in parts) * x.size
