@@ -469,7 +469,8 @@ PUBLIC_CALLS = {
     "reduce": lambda **k: pyreduce.reduce(_X, "add", **k),
     **{name: (lambda name: lambda **k: getattr(pyreduce, name)(_X, **k))(name)  # noqa: B023
        for name in ("sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "argmax",
-                    "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod")},
+                    "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod", "nanmean",
+                    "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero")},
     "segmented_reduce": lambda **k: pyreduce.segmented_reduce(_X, np.array([0, 6]), "add", **k),
     "reference": lambda **k: pyreduce.reference(_X, "add", **k),
     "explain": lambda **k: pyreduce.explain(_X, "add", **k),
