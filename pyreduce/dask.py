@@ -114,9 +114,10 @@ def _named(name, x, axis=None, dtype=None, out=None, keepdims=False, identity=No
 def _structured(name, x, **kwargs):
     x = _dask_array(x)
     dt = check_dtype(x.dtype)
-    if name in structured.STATISTICS:
-        ddof = structured.degrees_of_freedom(kwargs.pop("ddof", 0),
-                                             kwargs.pop("correction", None))
+    if name in ("mean", "nanmean"):
+        monoid = structured.moments_monoid(dt, name)
+    elif name in structured.STATISTICS:  # var, std and theirs: ddof= and correction=
+        ddof = structured.degrees_of_freedom(kwargs.pop("ddof"), kwargs.pop("correction"))
         monoid = structured.moments_monoid(dt, name, ddof)
     else:
         monoid = getattr(structured, f"{name}_monoid")(dt)

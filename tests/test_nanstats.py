@@ -375,6 +375,8 @@ def test_dask_arrays_are_reduced_chunk_by_chunk():
                 got, getattr(np, stat)(data), rtol=1e-5), (stat, got)
         got = pyreduce.nanvar(d, correction=1, backend="cpu").compute()
         assert np.isclose(got, np.nanvar(data, ddof=1), rtol=1e-5)
+    with pytest.raises(TypeError, match=r"nanmean\(\) got an unexpected keyword argument 'ddof'"):
+        pyreduce.nanmean(da.from_array(x, chunks=130), ddof=1)
     m = np.eye(6)
     got = pyreduce.count_nonzero(da.from_array(m, chunks=4), axis=0, backend="cpu").compute()
     assert np.array_equal(got, np.count_nonzero(m, axis=0))
