@@ -3,8 +3,8 @@ the tuple accumulators of :mod:`pyreduce.structured`: ``nanmean``, ``nanvar``,
 ``nanstd``, ``nanargmax``, ``nanargmin``, ``ptp`` and ``count_nonzero``.
 
 Like ``mean``, ``argmax`` and ``minmax``, each reduces every element to one value
-(no ``axis=``, except ``count_nonzero``), in one pass, on every backend; the
-value is finished on the host, so ``device_result=`` and ``out=`` do not apply.
+(no ``axis=``, except ``count_nonzero``), in one pass, on every backend, and
+returns it on the host: ``device_result=`` and ``out=`` are not taken.
 They take ``backend=``, ``stream=`` and the tuning keywords of
 :func:`pyreduce.reduce`. A masked array's unmasked elements are reduced, and a
 Dask array gives a lazy result, as for the other reductions
@@ -67,8 +67,10 @@ def nanvar(x, ddof=0, *, correction=None, **kwargs):
 
     >>> import numpy as np, pyreduce
     >>> x = np.array([1.0, np.nan, 2.0, 3.0, 4.0])
-    >>> float(pyreduce.nanvar(x, backend="cpu")), float(pyreduce.nanvar(x, correction=1, backend="cpu"))
-    (1.25, 1.6666666666666667)
+    >>> float(pyreduce.nanvar(x, backend="cpu"))
+    1.25
+    >>> float(pyreduce.nanvar(x, correction=1, backend="cpu"))
+    1.6666666666666667
     """
     if _on_dask(x):
         return _scale_out("nanvar", locals())
@@ -151,7 +153,8 @@ def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):
     every axis is reduced) of NumPy's ``intp``, computed by the input's own
     library first (NumPy, CuPy, PyTorch, Dask: the comparison stays on the
     device); a Numba device array has no ``!=`` and takes no ``axis``.
-    ``keepdims`` applies with ``axis``. A masked array's masked elements are not
+    ``keepdims=True`` is computed the same way, with or without ``axis``
+    (NumPy's ``[[n]]`` for every axis of a 2-D input). A masked array's masked elements are not
     counted (NumPy's ``count_nonzero`` counts them). Keywords: ``backend``,
     ``stream`` and the tuning keywords of ``reduce``.
 
@@ -161,19 +164,16 @@ def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):
     >>> pyreduce.count_nonzero(np.array([[0, 1, 2], [3, 0, 0]]), axis=1, backend="cpu")
     array([2, 1])
     """
-    if axis is not None:
+    if axis is not None or keepdims:
         return _counted_along(x, axis, keepdims, kwargs)
-    if keepdims:
-        raise ValueError("count_nonzero: keepdims=True applies with axis=; without it "
-                         "the result is one number")
     if _on_dask(x):
         return _scale_out("count_nonzero", {"x": x, "kwargs": kwargs})
     return _whole("count_nonzero", x, structured.count_nonzero_monoid, kwargs)
 
 
 def _counted_along(x, axis, keepdims: bool, kwargs: dict):
-    """``count_nonzero`` with ``axis``: a sum of ``x != 0``, compared by the
-    input's library."""
+    """``count_nonzero`` with ``axis`` or ``keepdims``: a sum of ``x != 0``,
+    compared by the input's library."""
     if not isinstance(x, np.ndarray) and not _on_dask(x):
         info = inspect(x)
         if info.on_device and info.kind not in ("cupy", "torch"):

@@ -302,10 +302,10 @@ def test_count_nonzero_along_axes_is_numpys(backend):
                           [1, 2])
 
 
-def test_count_nonzero_errors(backend):
+def test_count_nonzero_keywords_and_errors(backend):
     x = np.arange(6.0).reshape(2, 3)
-    with pytest.raises(ValueError, match="keepdims"):
-        pyreduce.count_nonzero(x, keepdims=True, **on(backend))
+    got = pyreduce.count_nonzero(x, keepdims=True, **on(backend))  # as NumPy's: [[5]]
+    assert np.array_equal(got, np.count_nonzero(x, keepdims=True)) and got.shape == (1, 1)
     with pytest.raises(TypeError, match="count_nonzero.. got an unexpected keyword"):
         pyreduce.count_nonzero(x, dtype=np.int32, **on(backend))
     if backend == "sim":
