@@ -123,8 +123,9 @@ class KernelSpec(_LaunchShape):
 #: Kernel families of batched reductions (many results per launch), not variants
 #: of the 1-D reduction: ``segments`` (a row or a segment per thread, warp or
 #: block: :mod:`pyreduce.variants.segments`) and ``columns`` (each thread owns
-#: neighbouring outputs: :mod:`pyreduce.variants.columns`).
-FAMILIES = ("segments", "columns")
+#: neighbouring outputs: :mod:`pyreduce.variants.columns`), and ``scan``
+#: (prefix scans of rows, a block per tile: :mod:`pyreduce.variants.scan`).
+FAMILIES = ("segments", "columns", "scan")
 #: What reduces one segment in the ``segments`` family.
 GROUPS = ("thread", "warp", "block")
 #: Where a segment's elements are: ``rows`` (output ``m``'s elements at
@@ -180,6 +181,8 @@ class BatchSpec(_LaunchShape):
     @property
     def variant(self) -> str:
         """The kernel's kind, as its name and label show it."""
+        if self.family == "scan":
+            return "scan_totals" if self.split else "scan_init" if self.initial else "scan"
         if self.family == "columns":
             parts = ["columns"]
         else:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..codegen import kernel_name
 from ..spec import BatchSpec, KernelSpec, default_items
-from . import columns, pairwise, segments, tree, warp_shuffle
+from . import columns, pairwise, scan, segments, tree, warp_shuffle
 
 __all__ = ["Variant", "VARIANTS", "FAMILIES", "LAYOUTS", "generate", "variant_source"]
 
@@ -125,7 +125,7 @@ VARIANTS = {
 #: The factories of batched reductions (a :class:`pyreduce.spec.BatchSpec`'s
 #: ``family``): many results per launch, with their own calling conventions, so
 #: not in :data:`VARIANTS`, which holds the presets of the 1-D reduction.
-FAMILIES = {"segments": segments, "columns": columns}
+FAMILIES = {"segments": segments, "columns": columns, "scan": scan}
 
 
 def generate(spec, dialect) -> tuple[str, str]:

@@ -1,0 +1,236 @@
+"""Prefix scans: ``scan`` with any associative operator, and NumPy's and the
+array API's cumulative sums and products on it.
+
+``scan(x, op)[i]`` is ``op(...op(op(x[0], x[1]), x[2])..., x[i])``, the operands
+in exactly that order, so ``op`` need not be commutative. A GPU backend runs the
+three phases of :mod:`pyreduce.prefix`; the cpu backend an ordered ``njit``
+loop (:mod:`pyreduce.backends.cpu_scan`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import backends, laws
+from .axes import normalize_axes
+from .backends.base import to_host
+from .backends.cpu_scan import scan_rows as cpu_scan_rows
+from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
+from .interop import inspect
+from .ops import as_monoid, cast_value, sum_dtype
+from .partial import Result
+from .prefix import Scan, scan_rows
+
+__all__ = ["scan", "cumsum", "cumprod", "cumulative_sum"]
+
+
+def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
+         initial=None, backend: str = "auto", stream=None, block_size: int | None = None,
+         items_per_thread: int | None = None, warp_size: int | None = None,
+         check: bool = False):
+    """The prefix scan of ``x`` with the associative operator ``op``.
+
+    Inclusive (the default): ``out[i] = op(...op(op(x[0], x[1]), x[2])..., x[i])``,
+    with each step cast to the accumulator dtype and the operands in exactly
+    that order, so ``op`` need not be commutative; ``initial``, if given, is
+    combined once on the left of each scan. Exclusive (``inclusive=False``):
+    ``out[0]`` is ``initial`` (or, without it, the identity) and ``out[i]`` the
+    scan of the elements before ``i``.
+
+    Args:
+        x: a NumPy array or a device array, of any shape and strides, as
+            :func:`pyreduce.reduce` takes it. Never modified.
+        op: what :func:`pyreduce.reduce` takes: a built-in operator (``"add"``,
+            ``operator.mul``, ``np.maximum``, ``max``, ...) or a Python function
+            of two arguments that Numba can compile. Scalar accumulators only.
+        identity: the value ``e`` with ``op(e, v) == op(v, e) == v``; an
+            exclusive scan without ``initial`` starts with it. Inferred for
+            built-in ops.
+        axis: ``None`` (default): the scan of the flattened array, in C order,
+            as ``numpy.cumsum``; an int: each line along that axis scanned on its
+            own, the result of ``x``'s shape.
+        dtype: the accumulator and result dtype (default: the input's). Input
+            values are cast to it as they are loaded.
+        inclusive: ``False`` for an exclusive scan (it needs ``initial`` or an
+            identity).
+        initial: a value combined once on the left of every scan.
+        backend: ``"auto"``, ``"cuda"``, ``"hip"``, ``"sim"`` or ``"cpu"``.
+        stream: the stream to launch on (GPU backends), as for ``reduce``.
+        block_size: threads per block of the GPU kernels (default: the
+            device's default block); ``items_per_thread`` (default 4) the
+            elements each thread scans; ``warp_size`` 32, or 64 in the simulator.
+        check: check the laws of a user ``op`` first, as ``reduce(check=True)``.
+
+    Returns:
+        An array of the accumulator dtype: of ``x``'s shape with ``axis``, 1-D
+        without. A NumPy array for a host input; on a GPU backend a device array
+        of the input's library for a device input.
+
+    A float scan on a GPU combines tiles of elements before combining them with
+    the prefix, so its rounding differs from a sequential loop's, as a float
+    reduction's does; integer and other exact operators give identical results
+    on every backend.
+
+    Example:
+        >>> import numpy as np, pyreduce
+        >>> pyreduce.scan(np.array([3, 1, 4, 1, 5]), max, backend="cpu")
+        array([3, 3, 4, 4, 5])
+        >>> pyreduce.scan(np.array([1, 2, 3]), "add", inclusive=False, backend="cpu")
+        array([0, 1, 3])
+        >>> pyreduce.scan(np.array([[1, 2], [3, 4]]), lambda a, b: 10 * a + b, axis=1,
+        ...               backend="cpu")
+        array([[ 1, 12],
+               [ 3, 34]])
+    """
+    info = inspect(x)
+    return _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream,
+                 block_size, items_per_thread, warp_size, check)
+
+
+def cumsum(x, axis=None, dtype=None, **kwargs):
+    """``numpy.cumsum``: the inclusive scan with ``"add"`` (see :func:`scan`,
+    whose keywords after ``dtype`` it takes). The accumulator is that of
+    :func:`pyreduce.sum`: NumPy's (booleans and small integers in int64, small
+    unsigned ones in uint64), except that float16 and bfloat16 accumulate, and
+    are returned, in float32.
+
+    >>> import numpy as np, pyreduce
+    >>> pyreduce.cumsum(np.array([[1, 2], [3, 4]], dtype=np.int8), backend="cpu")
+    array([ 1,  3,  6, 10])
+    """
+    return _named("cumsum", "add", inspect(x), axis, dtype, kwargs)
+
+
+def cumprod(x, axis=None, dtype=None, **kwargs):
+    """``numpy.cumprod``: the inclusive scan with ``"mul"``, with
+    :func:`cumsum`'s accumulator dtypes.
+
+    >>> import numpy as np, pyreduce
+    >>> pyreduce.cumprod(np.array([1, 2, 3, 4]), backend="cpu")
+    array([ 1,  2,  6, 24])
+    """
+    return _named("cumprod", "mul", inspect(x), axis, dtype, kwargs)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, **kwargs):
+    """The array API's ``cumulative_sum``: :func:`cumsum`, except that ``axis``
+    is needed for an array of more than one dimension, and that with
+    ``include_initial=True`` each line starts with a zero (and is one longer).
+    With ``include_initial`` a GPU backend's result passes through the host.
+
+    >>> import numpy as np, pyreduce
+    >>> pyreduce.cumulative_sum(np.array([1, 2, 3]), include_initial=True, backend="cpu")
+    array([0, 1, 3, 6])
+    """
+    info = inspect(x)
+    if axis is None:
+        if len(info.shape) != 1:
+            raise ValueError(f"cumulative_sum of a {len(info.shape)}-D array needs axis=")
+        axis = 0
+    return _named("cumulative_sum", "add", info, axis, dtype, kwargs,
+                  include_initial=bool(include_initial))
+
+
+#: the keywords of :func:`scan` the named scans pass on
+_KEYWORDS = ("backend", "stream", "block_size", "items_per_thread", "warp_size")
+
+
+def _named(name, op, info, axis, dtype, kwargs, include_initial=False):
+    for key in kwargs:
+        if key not in _KEYWORDS:
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+    acc = sum_dtype(info.dtype) if dtype is None else dtype
+    return _scan(info, op, None, axis, acc, True, None, kwargs.get("backend", "auto"),
+                 kwargs.get("stream"), kwargs.get("block_size"),
+                 kwargs.get("items_per_thread"), kwargs.get("warp_size"), False,
+                 include_initial)
+
+
+def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, block_size,
+          items_per_thread, warp_size, check, include_initial=False):
+    """:func:`scan` of an inspected input; ``include_initial``: each line
+    starts with ``initial`` (or the identity), and is one longer."""
+    monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    if monoid.map is not None or is_tuple(monoid.dtype):
+        raise ValueError(f"{monoid.name}: scan takes scalar ops without an element map")
+    if check is not False:
+        laws.check_if_requested(monoid, check)
+    init = None if initial is None else cast_value(initial, monoid.dtype, "initial")
+    lead = init  # an exclusive scan's first output, and include_initial's
+    if (include_initial or not inclusive) and lead is None:
+        if monoid.identity is None or not monoid.empty_ok:
+            raise ValueError(f"an exclusive scan with op {monoid.name!r} needs initial= or "
+                             "identity= (its first output)")
+        lead = monoid.identity
+    if not inclusive:
+        init = lead
+    shape = tuple(info.shape)
+    if axis is None:
+        line, lines = info.size, 1
+        moved = None
+    else:
+        ndim = len(shape)
+        if ndim == 0:
+            raise np.exceptions.AxisError(axis, 0)
+        (axis,) = normalize_axes(axis, ndim)
+        line = shape[axis]
+        lines = math.prod(shape[:axis] + shape[axis + 1:])
+        moved = None if axis == ndim - 1 else axis
+    be = backends.get(backend, on_device=info.on_device)
+    stream = be.launch_stream(stream, info)
+    grown = 1 if include_initial else 0
+    out_shape = ((line + grown,) if axis is None
+                 else shape[:axis] + (line + grown,) + shape[axis + 1:])
+    result = Result(be, monoid.dtype, out_shape, info, None, False, stream)
+
+    def finish(values):  # scanned rows on the host: the result
+        if grown:
+            values = np.concatenate([np.full((lines, 1), lead, monoid.dtype), values], 1)
+        return result.host(_unrows(values, out_shape, axis))
+
+    if info.size == 0:
+        return finish(np.zeros((lines, line), monoid.dtype))
+    if be.name == "cpu":
+        host = info.host if info.host is not None else to_host(info)
+        host = bfloat16_to_float32(host) if is_bfloat16(info.dtype) else host
+        rows = _rows(host, axis)
+        return finish(cpu_scan_rows(rows, monoid, init, exclusive=not inclusive))
+    device = be.device(warp_size)
+    call = Scan(be, device, monoid, block_size or device.default_block,
+                items_per_thread or 4, stream)
+    call.spec(info.dtype, False, False, init is not None)  # a bad tuning: ValueError here
+    if moved is None:
+        src = be.flat_input(info, stream)
+    elif info.on_device:
+        perm = tuple(a for a in range(len(shape)) if a != moved) + (moved,)
+        src = be.gather_input(info, perm, stream)
+    else:
+        src = be.to_device(_rows(info.host, axis), stream)
+    init_buf = None
+    if init is not None:
+        init_buf = be.allocate(1, monoid.dtype)
+        be.put_array(init_buf, np.asarray([init], dtype=monoid.dtype), stream)
+    direct = moved is None and not grown and result.buffer is not None
+    out = result.buffer if direct else be.allocate(info.size, monoid.dtype)
+    scan_rows(call, src, info.dtype, lines, line, out, init_buf, exclusive=not inclusive)
+    if direct:
+        return result.user
+    return finish(be.read_array(out, info.size, stream).reshape(lines, line))
+
+
+def _rows(host: np.ndarray, axis) -> np.ndarray:
+    """The lines to scan, as the rows of a 2-D C-order array."""
+    if axis is None:
+        return np.ascontiguousarray(host).reshape(1, -1)
+    lines = np.moveaxis(host, axis, -1)
+    return np.ascontiguousarray(lines).reshape(-1, host.shape[axis])
+
+
+def _unrows(values: np.ndarray, shape: tuple, axis) -> np.ndarray:
+    """Scanned rows back in the input's layout (1-D without ``axis``)."""
+    if axis is None:
+        return values.reshape(-1)
+    moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
+    return np.moveaxis(values.reshape(moved), -1, axis)
