@@ -45,7 +45,7 @@ def _scanner(monoid):
                      "acc_t": njit_cast(monoid.dtype)}
         return compile_module(_source(name), f"<pyreduce {name}>", namespace)[name]
 
-    return KERNELS.get(("cpu", "scan", monoid.key), build)
+    return KERNELS.get(("cpu", "scan", monoid.cache_key), build)
 
 
 def scan_rows(rows: np.ndarray, monoid, init=None, exclusive: bool = False) -> np.ndarray:

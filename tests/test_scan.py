@@ -1,0 +1,216 @@
+"""``pyreduce.scan`` and the cumulative sums and products on it, against
+``itertools.accumulate`` and ``np.cumsum``/``np.cumprod``.
+
+Sizes sit around the warp (32), the simulator's tile (64 threads x 2 items =
+128 elements) and a second level of tiles (over 128 tiles: 16384 elements at
+most here, so three levels are reached with ``SMALL``'s 32 x 1 = 32-element
+tiles). ``affine`` (``tests/oracles.py``) is associative and not commutative:
+any reordered or dropped operand shows.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyreduce
+from conftest import examples
+from oracles import P, affine, affine_data
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+SIZES = [0, 1, 31, 32, 33, 127, 128, 129, 1000, 5000]
+#: a tile of 128 elements in the simulator; ``SMALL``'s is 32
+SIM = dict(block_size=64, items_per_thread=2)
+SMALL = dict(block_size=32, items_per_thread=1)
+IDENTITY = 1 * P  # x -> 1*x + 0
+
+
+def on(backend, **extra):
+    return {"backend": backend, **(SIM if backend == "sim" else {}), **extra}
+
+
+def accumulate(values, op, initial=None):
+    out = list(itertools.accumulate(values, op, initial=initial))
+    return out[1:] if initial is not None else out
+
+
+def host(result):
+    return result.copy_to_host() if hasattr(result, "copy_to_host") else result
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_affine_in_order(backend, n):
+    x = affine_data(n, seed=n)
+    got = pyreduce.scan(x, affine, **on(backend))
+    assert got.dtype == np.int64 and got.shape == (n,)
+    assert got.tolist() == accumulate(x.tolist(), affine)
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 129, 1000])
+def test_affine_exclusive_and_initial(backend, n):
+    x = affine_data(n, seed=n + 1)
+    init = int(affine_data(1, seed=7)[0])
+    ex = pyreduce.scan(x, affine, IDENTITY, inclusive=False, **on(backend))
+    assert ex.tolist() == accumulate([IDENTITY] + x.tolist()[:-1], affine)[:n]
+    ex = pyreduce.scan(x, affine, inclusive=False, initial=init, **on(backend))
+    assert ex.tolist() == ([init] + accumulate(x.tolist(), affine, init))[:n]
+    inc = pyreduce.scan(x, affine, initial=init, **on(backend))
+    assert inc.tolist() == accumulate(x.tolist(), affine, init)
+
+
+@pytest.mark.sim
+def test_three_levels_of_tiles():
+    """32-element tiles: 5000 elements give 157 tiles, whose totals take a
+    second scan of 5 tiles, whose totals a third."""
+    x = affine_data(5000, seed=2)
+    got = pyreduce.scan(x, affine, backend="sim", **SMALL)
+    assert got.tolist() == accumulate(x.tolist(), affine)
+
+
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"]
+FLOATS = ["float16", "float32", "float64", "complex64", "complex128"]
+
+
+def data(n, dtype, seed):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(max(info.min, -100), min(info.max, 100), n, endpoint=True).astype(dt)
+    values = rng.standard_normal(n) + (1j * rng.standard_normal(n) if dt.kind == "c" else 0)
+    return values.astype(dt)
+
+
+def expected_sum(x, axis=None):
+    """np.cumsum, with pyreduce's float16 rule: accumulated in float32."""
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)
+    return np.cumsum(x, axis=axis)
+
+
+@settings(max_examples=examples(30))
+@given(n=st.sampled_from(SIZES), dtype=st.sampled_from(INTS + FLOATS), seed=st.integers(0, 9))
+def test_cumsum_cpu(n, dtype, seed):
+    x = data(n, dtype, seed)
+    got, want = pyreduce.cumsum(x, backend="cpu"), expected_sum(x)
+    assert got.dtype == want.dtype
+    # the cpu backend is sequential, as NumPy is: the same roundings
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.sim
+@settings(max_examples=examples(12))
+@given(n=st.sampled_from(SIZES), dtype=st.sampled_from(INTS + FLOATS), seed=st.integers(0, 9),
+       on_device=st.booleans())
+def test_cumsum_sim(n, dtype, seed, on_device):
+    from numba import cuda
+
+    x = data(n, dtype, seed)
+    got = pyreduce.cumsum(cuda.to_device(x) if on_device else x, backend="sim", **SIM)
+    assert isinstance(got, np.ndarray) != on_device  # device in, device out
+    got, want = host(got), expected_sum(x)
+    assert got.dtype == want.dtype
+    if want.dtype.kind in "fc":  # tiles are summed before their prefix is added
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4 * max(1, n))
+    else:
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "float64"])
+def test_cumprod(backend, dtype):
+    x = data(129, dtype, 3)
+    x[x == 0] = 1
+    x = x[:40] if dtype != "float64" else x  # ints: stay short of where products wrap
+    got = host(pyreduce.cumprod(x, **on(backend)))
+    want = np.cumprod(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("op,ufunc", [(max, np.maximum), ("min", np.minimum),
+                                      (np.bitwise_xor, np.bitwise_xor)])
+def test_builtin_ops(backend, op, ufunc):
+    x = data(1000, "int32", 4)
+    got = host(pyreduce.scan(x, op, **on(backend)))
+    assert got.dtype == np.int32
+    assert np.array_equal(got, ufunc.accumulate(x))
+
+
+@pytest.mark.parametrize("shape", [(3, 129), (129, 3), (2, 33, 5), (4, 0, 3), (1,)])
+def test_axes(backend, shape):
+    x = affine_data(int(np.prod(shape)), seed=5).reshape(shape)
+    for axis in range(-1, len(shape)):
+        got = host(pyreduce.scan(x, affine, axis=axis, **on(backend)))
+        want = np.apply_along_axis(lambda v: np.array(accumulate(v.tolist(), affine),
+                                                      dtype=np.int64), axis, x) \
+            if x.size else np.zeros(shape, np.int64)
+        assert got.shape == shape and np.array_equal(got, want)
+    small = (x % 100).astype(np.int16)
+    for axis in (None, 0, -1):
+        assert np.array_equal(host(pyreduce.cumsum(small, axis=axis, **on(backend))),
+                              np.cumsum(small, axis=axis))
+
+
+@pytest.mark.sim
+def test_axes_on_device():
+    from numba import cuda
+
+    x = affine_data(3 * 40, seed=6).reshape(3, 40)
+    for axis in (0, 1):
+        got = pyreduce.scan(cuda.to_device(x), affine, axis=axis, backend="sim", **SIM)
+        want = np.apply_along_axis(lambda v: accumulate(v.tolist(), affine), axis, x)
+        assert np.array_equal(got.copy_to_host(), want)
+    strided = cuda.to_device(x)[:, ::3]
+    got = pyreduce.cumsum(strided, backend="sim", **SIM)
+    assert np.array_equal(got.copy_to_host(), np.cumsum(x[:, ::3]))
+
+
+def test_cumulative_sum(backend):
+    x = data(130, "int16", 8)
+    got = host(pyreduce.cumulative_sum(x, include_initial=True, **on(backend)))
+    assert got.dtype == np.int64 and np.array_equal(got, np.concatenate([[0], np.cumsum(x)]))
+    m = x.reshape(10, 13)
+    for axis in (0, 1):
+        got = host(pyreduce.cumulative_sum(m, axis=axis, include_initial=True, **on(backend)))
+        want = np.concatenate([np.zeros_like(np.take(m, [0], axis), dtype=np.int64),
+                               np.cumsum(m, axis=axis)], axis=axis)
+        assert np.array_equal(got, want)
+        assert np.array_equal(host(pyreduce.cumulative_sum(m, axis=axis, **on(backend))),
+                              np.cumsum(m, axis=axis))
+    empty = host(pyreduce.cumulative_sum(np.zeros(0, np.float32), include_initial=True,
+                                         **on(backend)))
+    assert empty.tolist() == [0.0] and empty.dtype == np.float32
+
+
+def test_dtype_and_scalars(backend):
+    x = np.arange(1, 40, dtype=np.int32)
+    got = host(pyreduce.cumsum(x, dtype=np.float64, **on(backend)))
+    assert got.dtype == np.float64 and np.array_equal(got, np.cumsum(x, dtype=np.float64))
+    got = host(pyreduce.cumsum(np.int8(5), **on(backend)))
+    assert got.tolist() == [5] and got.dtype == np.int64
+    got = host(pyreduce.cumsum([[1, 2], [3, 4]], **on(backend)))
+    assert got.tolist() == [1, 3, 6, 10]
+
+
+def test_errors(backend):
+    x = affine_data(10)
+    with pytest.raises(ValueError, match="needs initial= or identity="):
+        pyreduce.scan(x, affine, inclusive=False, **on(backend))
+    with pytest.raises(ValueError, match="needs axis="):
+        pyreduce.cumulative_sum(x.reshape(2, 5), backend=backend)
+    with pytest.raises(TypeError, match="cumsum.*'keepdims'"):
+        pyreduce.cumsum(x, keepdims=True, backend=backend)
+    with pytest.raises(np.exceptions.AxisError):
+        pyreduce.scan(x, affine, axis=1, backend=backend)
+    with pytest.raises(TypeError, match="initial"):
+        pyreduce.scan(x, "add", initial="one", backend=backend)
+    if backend != "cpu":  # the cpu backend takes no tuning
+        with pytest.raises(ValueError, match="block size 48"):
+            pyreduce.scan(x, "add", backend=backend, block_size=48)
