@@ -211,7 +211,7 @@ def test_hip_import_path_never_needs_numba_cuda(tmp_path):
 
 
 def test_batched_kernels_use_only_numba_hip_names():
-    """The row, column and segment kernels (pyreduce.variants.FAMILIES) in the HIP
+    """The row, column, segment and scan kernels (pyreduce.variants.FAMILIES) in the HIP
     dialect, at both wavefront sizes: numba-hip's names only, widths baked in."""
     from pyreduce.spec import BatchSpec
 
@@ -220,6 +220,8 @@ def test_batched_kernels_use_only_numba_hip_names():
              for split in (False, True) for fin in (False, True)
              if not (split and g != "block")]
     kinds.append(dict(family="columns"))
+    kinds += [dict(family="scan", split=split, finish=fin, initial=init)
+              for split in (False, True) for fin in (False, True) for init in (False, True)]
     for warp in (64, 32):
         for fields in kinds:
             spec = BatchSpec(in_dtype=np.float32, acc_dtype=np.float32, op_key="op",
