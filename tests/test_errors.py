@@ -470,7 +470,9 @@ PUBLIC_CALLS = {
     **{name: (lambda name: lambda **k: getattr(pyreduce, name)(_X, **k))(name)  # noqa: B023
        for name in ("sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "argmax",
                     "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod", "nanmean",
-                    "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero")},
+                    "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero",
+                    "cumsum", "cumprod", "cumulative_sum")},
+    "scan": lambda **k: pyreduce.scan(_X, "add", **k),
     "segmented_reduce": lambda **k: pyreduce.segmented_reduce(_X, np.array([0, 6]), "add", **k),
     "reference": lambda **k: pyreduce.reference(_X, "add", **k),
     "explain": lambda **k: pyreduce.explain(_X, "add", **k),
