@@ -86,8 +86,9 @@ def values(dtype, *, allow_nan: bool = True, allow_infinity: bool = True,
 
     >>> import numpy as np
     >>> from hypothesis import find
-    >>> find(values(np.int8), lambda v: v < -100)
-    np.int8(-101)
+    >>> v = find(values(np.int8), lambda v: v < -100)
+    >>> v.dtype, bool(v < -100)
+    (dtype('int8'), True)
     """
     dt = check_dtype(dtype)
     if dt == BFLOAT16:  # float32 values cut to bfloat16, as ml_dtypes scalars

@@ -403,7 +403,7 @@ def test_device_seconds_times_the_gpu_not_the_host():
     autotuner's and the benchmarks' timer) times the kernels: a small
     reduction's GPU time is a fraction of the host's time to issue it, which is
     what unheld events measure; a kernel of known length is timed at that length."""
-    from pyreduce.tuning import _hold_kernel, device_seconds
+    from pyreduce.measure import _hold_kernel, device_seconds
 
     cuda = cuda_module()
     d = cuda.to_device(np.random.default_rng(0).standard_normal(1024).astype(np.float32))

@@ -21,7 +21,7 @@ from ..axes import span_view
 from ..planner import DeviceInfo, address_alignment
 from ..dtypes import bfloat16_to_float32, storage
 from ..forks import renew_in_child
-from ..interop import ArrayInterface, device_fields
+from ..interop import ArrayInterface, DeviceFields, device_fields
 from ..occupancy import SMLimits
 from .base import GeneratedBackend, carrier, check_out, check_stream, not_a_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
@@ -178,6 +178,15 @@ class CudaBackend(NumbaCudaBackend):
 
     def prepare(self, kernel, step, buffers):
         return PreparedLaunch(kernel, step, buffers)
+
+    def launch(self, kernel, grid, block, stream, args):
+        """A launch through Numba's dispatcher, for kernels outside a plan (the
+        scans of :mod:`pyreduce.prefix`): this backend's buffers, views of raw
+        device memory, reach it as Numba arrays."""
+        args = [self.cuda.as_cuda_array(ArrayInterface(
+                    DeviceFields(a.ptr, (a.size,), (a.stride,), a.dtype, None), a.owner))
+                if isinstance(a, DeviceView) else a for a in args]
+        super().launch(kernel, grid, block, self._numba_stream(stream), args)
 
     def express(self, call, device: int):
         return express(self, call, device)
