@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
 import re
+import subprocess
 import sys
 import textwrap
 
