@@ -153,9 +153,8 @@ def reduce(
     """
     if split_every is not None or _on_dask(x):
         args = locals()
-        if args.pop("where") is not True:
-            raise ValueError("where= does not apply to a Dask array yet: pass "
-                             "x[mask] or da.where(mask, x, identity)")
+        if where is True:  # the Dask reductions do not take where= (a TypeError)
+            del args["where"]
         return _scale_out("reduce", args)
     return _reduce(inspect(x, masked=True), op, identity, initial, dtype, backend,
                    device_result, out, stream, variant, block_size, items_per_thread,

@@ -349,3 +349,17 @@ def test_lists_of_bools():
     x = np.arange(6).reshape(2, 3)
     _same(pyreduce.sum(x, axis=1, where=[True, False, True], backend="cpu"),
           np.sum(x, axis=1, where=[True, False, True]))
+
+
+def test_where_is_refused_where_not_taken():
+    """``explain`` and the reductions of Dask arrays do not take ``where=``: a
+    TypeError naming the function, not a mask silently ignored."""
+    x = np.arange(6.0)
+    with pytest.raises(TypeError, match=r"^explain\(\) .* 'where'"):
+        pyreduce.explain(x, "add", where=x > 2, backend="cpu")
+    da = pytest.importorskip("dask.array")
+    for call in (lambda d: pyreduce.reduce(d, "add", where=x > 2),
+                 lambda d: pyreduce.sum(d, where=x > 2)):
+        with pytest.raises(TypeError, match="'where'"):
+            call(da.from_array(x, chunks=3))
+    assert float(pyreduce.reduce(da.from_array(x, chunks=3), "add", backend="cpu")) == 15.0
