@@ -86,7 +86,8 @@ def reduce(
             the identity, and an ``op`` without identity needs ``initial`` (a
             ValueError otherwise). ``True`` (default): every element. A device
             mask is copied to the host, and the selected elements are gathered
-            on the host (``docs/semantics.md``).
+            on the host (``docs/semantics.md``). ``map``'s index ``i`` then
+            counts the selected elements (it is the position in ``x[mask]``).
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
             the logical ops). Input values are cast to it as they are loaded. With
             ``map=``, a tuple of dtypes for a tuple accumulator.

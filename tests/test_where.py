@@ -363,3 +363,12 @@ def test_where_is_refused_where_not_taken():
         with pytest.raises(TypeError, match="'where'"):
             call(da.from_array(x, chunks=3))
     assert float(pyreduce.reduce(da.from_array(x, chunks=3), "add", backend="cpu")) == 15.0
+
+
+def test_map_index_counts_the_selected_elements(backend):
+    """``map``'s index is the position among the selected elements (in
+    ``x[mask]``), as for masked arrays."""
+    x = np.arange(1.0, 9.0)
+    keep = x % 3 != 0
+    got = pyreduce.reduce(x, "add", where=keep, map=lambda i, v: v * i, **on(backend))
+    assert got == np.sum(x[keep] * np.arange(keep.sum()))
