@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import laws, masked, partial, repeat, structured
+from . import laws, masked, partial, repeat, selection, structured
 from .axes import normalize_axes
 from .interop import inspect
 from .dtypes import default_accumulator, is_tuple
@@ -30,6 +30,7 @@ def reduce(
     keepdims: bool = False,
     map=None,
     initial=None,
+    where=True,
     dtype=None,
     backend: str = "auto",
     device_result: bool = False,
@@ -79,6 +80,14 @@ def reduce(
             argmax. Without ``dtype=`` the accumulator is what ``map`` returns.
         initial: a value combined once, on the left, like ``functools.reduce``'s
             (with ``axis``: once into each element of the result).
+        where: a boolean mask broadcast against ``x``, as NumPy's ``where=``:
+            only the elements where it is True are reduced, in C order (per lane
+            with ``axis``); a reduction that selects none gives ``initial``, else
+            the identity, and an ``op`` without identity needs ``initial`` (a
+            ValueError otherwise). ``True`` (default): every element. A device
+            mask is copied to the host, and the selected elements are gathered
+            on the host (``docs/semantics.md``). ``map``'s index ``i`` then
+            counts the selected elements (it is the position in ``x[mask]``).
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
             the logical ops). Input values are cast to it as they are loaded. With
             ``map=``, a tuple of dtypes for a tuple accumulator.
@@ -144,11 +153,14 @@ def reduce(
         array([[3, 2, 7]])
     """
     if split_every is not None or _on_dask(x):
-        return _scale_out("reduce", locals())
+        args = locals()
+        if where is True:  # the Dask reductions do not take where= (a TypeError)
+            del args["where"]
+        return _scale_out("reduce", args)
     return _reduce(inspect(x, masked=True), op, identity, initial, dtype, backend,
                    device_result, out, stream, variant, block_size, items_per_thread,
                    warp_size, max_blocks, vector_loads, check, map, deterministic, axis,
-                   keepdims, masked.FOLD)
+                   keepdims, masked.FOLD, where)
 
 
 #: The keywords of ``reduce`` after ``x``, ``op`` and ``identity``: what the
@@ -222,14 +234,14 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             device_result=False, out=None, stream=None, variant="auto", block_size=None,
             items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
             check=False, map=None, deterministic=False, axis=None, keepdims=False,
-            masked_rule=masked.NAMED):
+            masked_rule=masked.NAMED, where=True):
     """:func:`reduce` of an inspected input (the named reductions inspect first).
     ``masked_rule``: what a masked input with nothing unmasked reduces to
     (:mod:`pyreduce.masked`)."""
     plain = (axis is None and not keepdims and out is None and map is None and check is False
              and deterministic is False and variant == "auto" and block_size is None
              and items_per_thread is None and warp_size is None and max_blocks is None
-             and vector_loads is None)
+             and vector_loads is None and where is True)
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.repeat)
         memo_key, result = _repeat(info, op, identity, initial, dtype, backend, stream,
                                    device_result)
@@ -245,6 +257,14 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     tuning = _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
                      vector_loads)
     host_result = not device_result and (out is None or isinstance(out, np.ndarray))
+    if where is not True:  # pyreduce.selection
+        left_out = selection.left_out(where, info.shape)
+        if left_out is not None and info.mask is not None:  # and masked: both left out
+            info.mask = info.mask | left_out
+        elif left_out is not None:
+            return selection.reduce(info, monoid, left_out, normalize_axes(axis, len(info.shape)),
+                                    keepdims, initial, backend, tuning, stream, device_result,
+                                    out, deterministic)
     if info.mask is not None and info.size:  # without elements: as a plain empty array
         return masked.reduce(info, monoid, masked_rule, normalize_axes(axis, len(info.shape)),
                              keepdims, initial, backend, tuning, stream, device_result, out,
@@ -311,13 +331,18 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, in
         **kwargs):
     """Sum of the elements, over ``axis`` if given, accumulated like ``np.sum``
     (bool and small ints in 64 bits). The positional order is ``np.sum``'s; other
-    keywords as for ``reduce``.
+    keywords as for ``reduce``. ``where=m`` (a boolean mask broadcast against
+    ``x``) sums the elements where ``m`` is True, as ``np.sum(x, where=m)``; a
+    lane with none is ``initial`` or 0.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.sum(np.array([200, 100], dtype=np.uint8), backend="cpu"))
     300
     >>> pyreduce.sum(np.arange(6, dtype=np.int8).reshape(2, 3), axis=0, backend="cpu")
     array([3, 5, 7])
+    >>> x = np.arange(6).reshape(2, 3)
+    >>> pyreduce.sum(x, axis=1, where=np.array([True, False, True]), backend="cpu")
+    array([2, 8])
     """
     if _on_dask(x):
         return _scale_out("sum", locals())
@@ -329,7 +354,7 @@ def prod(x, axis=None, dtype=None, out=None, keepdims=False, *, identity=None, i
          **kwargs):
     """Product of the elements, over ``axis`` if given, accumulated like
     ``np.prod``. The positional order is ``np.prod``'s; other keywords as for
-    ``reduce``."""
+    ``reduce`` (``where=`` as for ``sum``; a lane with none is ``initial`` or 1)."""
     if _on_dask(x):
         return _scale_out("prod", locals())
     return _named("prod", "mul", sum_dtype, x, axis, dtype, out, keepdims, identity, initial,
@@ -341,7 +366,8 @@ def max(x, axis=None, out=None, keepdims=False, *, identity=None, initial=None, 
     """Largest element, over ``axis`` if given; NaN propagates and an empty
     reduction raises ValueError (unless ``initial`` or ``identity`` is given), as
     with ``np.max``, whose positional order this follows. Other keywords as for
-    ``reduce``.
+    ``reduce``; with ``where=`` (as for ``sum``) ``initial`` is required, as in
+    NumPy: the value of a lane with no selected element.
 
     >>> import numpy as np, pyreduce
     >>> pyreduce.max(np.array([[1.0, np.nan], [3.0, 2.0]]), axis=1, backend="cpu")
@@ -399,7 +425,8 @@ def nanmin(x, axis=None, out=None, keepdims=False, *, identity=None, initial=Non
 
 def any(x, axis=None, out=None, keepdims=False, **kwargs):
     """True where any element is non-zero, like ``np.any`` (False for an empty
-    reduction). Other keywords as for ``reduce``.
+    reduction, or one whose ``where=`` selects nothing). Other keywords as for
+    ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> bool(pyreduce.any(np.array([0, 0, 3]), backend="cpu"))
@@ -413,7 +440,8 @@ def any(x, axis=None, out=None, keepdims=False, **kwargs):
 
 def all(x, axis=None, out=None, keepdims=False, **kwargs):
     """True where every element is non-zero, like ``np.all`` (True for an empty
-    reduction). Other keywords as for ``reduce``."""
+    reduction, or one whose ``where=`` selects nothing). Other keywords as for
+    ``reduce``."""
     if _on_dask(x):
         return _scale_out("all", locals())
     return _named("all", "logical_and", _same, x, axis, None, out, keepdims, None, None,
@@ -505,11 +533,14 @@ _TUNED = frozenset({"backend", "stream", "variant", "block_size", "items_per_thr
                     "warp_size", "max_blocks", "vector_loads"})
 #: what nansum and nanprod pass on (their map is their own)
 _NAN_KEYWORDS = KEYWORDS - {"map"}
+#: what mean, var and std pass on
+_MOMENTS = _TUNED | {"where"}
 
 
-def _tuned(kwargs: dict, name: str) -> dict:
-    """The keywords a structured reduction passes on: backend, stream and tuning."""
-    check_keywords(name, kwargs, _TUNED)
+def _tuned(kwargs: dict, name: str, allowed=_TUNED) -> dict:
+    """The keywords a structured reduction passes on: backend, stream and tuning
+    (and those of ``allowed``)."""
+    check_keywords(name, kwargs, allowed)
     return kwargs
 
 
@@ -562,7 +593,9 @@ def mean(x, **kwargs):
     of NumPy's dtype: complex input keeps its dtype, float32 gives float32, other
     real input float64, except that float16 and bfloat16 give float32
     (``docs/semantics.md``). An empty input gives NaN, with NumPy's
-    RuntimeWarning. Keywords as for ``argmax``.
+    RuntimeWarning. ``where=``: the mean of the selected elements (as for
+    ``reduce``; none selected: NaN with the warning). Other keywords as for
+    ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.mean(np.array([1, 2, 3, 4]), backend="cpu"))
@@ -572,7 +605,7 @@ def mean(x, **kwargs):
         return _scale_out("mean", locals())
     info = inspect(x, masked=True)
     return _reduce(info, structured.moments_monoid(info.dtype, "mean"), None,
-                   **_tuned(kwargs, "mean"))
+                   **_tuned(kwargs, "mean", _MOMENTS))
 
 
 def var(x, ddof=0, *, correction=None, **kwargs):
@@ -582,7 +615,8 @@ def var(x, ddof=0, *, correction=None, **kwargs):
     pass: the mean of ``|x - mean|**2``, real for complex input (float32 for
     complex64, float32 and half precision, float64 otherwise). Where ``ddof >= n``
     it divides by 0, as NumPy does (inf, or NaN where every element is the mean),
-    with NumPy's RuntimeWarning. Keywords as for ``argmax``.
+    with NumPy's RuntimeWarning. ``where=`` as for ``mean``; other keywords as for
+    ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1, backend="cpu"))
@@ -593,24 +627,25 @@ def var(x, ddof=0, *, correction=None, **kwargs):
     info = inspect(x, masked=True)
     ddof = structured.degrees_of_freedom(ddof, correction)
     return _reduce(info, structured.moments_monoid(info.dtype, "var", ddof), None,
-                   **_tuned(kwargs, "var"))
+                   **_tuned(kwargs, "var", _MOMENTS))
 
 
 def std(x, ddof=0, *, correction=None, **kwargs):
     """The standard deviation, ``sqrt(var(x, ddof))`` (``correction``: as for
-    ``var``). Keywords as for ``argmax``."""
+    ``var``). Keywords as for ``var``."""
     if _on_dask(x):
         return _scale_out("std", locals())
     info = inspect(x, masked=True)
     ddof = structured.degrees_of_freedom(ddof, correction)
     return _reduce(info, structured.moments_monoid(info.dtype, "std", ddof), None,
-                   **_tuned(kwargs, "std"))
+                   **_tuned(kwargs, "std", _MOMENTS))
 
 
 def nansum(x, *, dtype=None, **kwargs):
     """The sum with NaN taken as zero, like ``np.nansum`` (accumulated like
     ``np.sum``, or in ``dtype``): a complex value with NaN in either part counts as
-    zero. Keywords: ``initial``, ``device_result``, ``out`` and those of ``argmax``.
+    zero. Keywords: ``initial``, ``where`` (as for ``sum``), ``device_result``,
+    ``out`` and those of ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nansum(np.array([1.0, np.nan, 2.0]), backend="cpu"))

@@ -16,6 +16,9 @@ from .prepared import prepare
 
 __all__ = ["Explanation", "explain"]
 
+#: what explain takes: reduce's keywords but where= (explain it on x[mask])
+_KEYWORDS = KEYWORDS - {"where"}
+
 
 @dataclasses.dataclass
 class Explanation:
@@ -101,7 +104,7 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
-    check_keywords("explain", kwargs, KEYWORDS)
+    check_keywords("explain", kwargs, _KEYWORDS)
     info = _unmasked(inspect(x, masked=True), kwargs)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"),
                        map=kwargs.get("map"))

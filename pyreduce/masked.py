@@ -14,6 +14,10 @@ in C order (``x.compressed()``), so ``reduce(x, op)`` is
   lane has no unmasked element, whatever the operator; ``segmented_reduce`` the
   same per segment.
 
+The same machinery reduces the elements that ``where=`` selects
+(:mod:`pyreduce.selection`): rule :data:`WHERE`, under which an empty lane is
+not masked but gets ``initial`` or the identity, in a plain array.
+
 A masked array without elements reduces as the plain empty array does. The
 lanes of an ``axis=`` reduction are reduced as the segments of their unmasked
 elements, by the segmented kernels, so any operator (commutative or not, with an
@@ -33,7 +37,7 @@ from .interop import Input, inspect
 from . import partial
 from .prepared import prepare
 
-__all__ = ["FOLD", "NAMED", "INDEX", "compressed", "reduce", "reduce_segments"]
+__all__ = ["FOLD", "NAMED", "INDEX", "WHERE", "compressed", "reduce", "reduce_segments"]
 
 #: ``reduce``: nothing unmasked is an empty input
 FOLD = "fold"
@@ -41,6 +45,9 @@ FOLD = "fold"
 NAMED = "named"
 #: ``argmax``/``argmin``: an index into the whole array; nothing unmasked is an error
 INDEX = "index"
+#: ``where=``: nothing selected is an empty input, and an empty lane of an
+#: ``axis=`` reduction gets ``initial`` or the identity (a plain array)
+WHERE = "where"
 
 
 def _refuse_outputs(out, device_result) -> None:
@@ -72,7 +79,7 @@ def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial,
     host = info.host.transpose(kept + axes).reshape(lanes, -1)[keep]
     offsets = np.concatenate(([0], np.cumsum(keep.sum(axis=1))))
     values = _segments(Input(info.dtype, host.shape, host=host), offsets, monoid, initial,
-                       backend, tuning, stream)
+                       backend, tuning, stream, empty_masked=rule != WHERE)
     return values.reshape(result_shape(info.shape, axes, keepdims))
 
 
@@ -115,10 +122,15 @@ def reduce_segments(info: Input, offsets, monoid, initial, backend, tuning, stre
 
 
 def _segments(values: Input, offsets: np.ndarray, monoid, initial, backend, tuning,
-              stream) -> np.ma.MaskedArray:
+              stream, empty_masked: bool = True):
     """The segments ``offsets`` of the unmasked ``values`` reduced, as a masked
     array masked where a segment is empty. Only the non-empty ones are reduced:
-    an empty one has no value, whether the op has an identity or not."""
+    an empty one has no value, whether the op has an identity or not. Unless
+    ``empty_masked`` is False: then a plain array, an empty segment's value
+    ``initial`` or the identity (the caller makes sure one of them exists)."""
+    if not empty_masked:
+        return partial.reduce_segments(values, offsets, monoid, initial, backend, tuning,
+                                       stream, False, None)
     lengths = np.diff(offsets)
     full = lengths > 0
     bounds = offsets[np.concatenate(([True], full))]  # consecutive: the empty ones drop out

@@ -502,11 +502,12 @@ def _names_itself(name: str, exc: Exception) -> None:
 
 @pytest.mark.parametrize("name", sorted(PUBLIC_CALLS))
 def test_unknown_keywords_name_the_public_function(name):
-    """Regression: ``sum(x, where=...)`` said "_reduce() got an unexpected
-    keyword argument 'where'", naming a private function, and ``explain``
-    ignored unknown keywords. Every public function names itself."""
+    """Regression: ``sum(x, where=...)``, before ``where=`` was taken, said
+    "_reduce() got an unexpected keyword argument 'where'", naming a private
+    function, and ``explain`` ignored unknown keywords. Every public function
+    names itself."""
     with pytest.raises(TypeError) as info:
-        PUBLIC_CALLS[name](where=True)
+        PUBLIC_CALLS[name](whence=True)
     _names_itself(name, info.value)
 
 
