@@ -229,7 +229,15 @@ def test_builtins_pass_on_cpu(op, dt):
     assert report.ok and report.commutative
 
 
-def test_backend_mismatch_is_shrunk_and_named():
+@pytest.fixture
+def shrinking():
+    """Hypothesis with its shrink phase whatever the profile (``triage`` has none)."""
+    settings.load_profile("ci")
+    yield
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def test_backend_mismatch_is_shrunk_and_named(shrinking):
     """``a - b`` skips the laws here: the CPU fold splits 16 or more elements into
     8 streams, so the smallest array that shows it has 16 elements."""
     op = lambda a, b: a - b  # noqa: E731
