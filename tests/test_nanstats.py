@@ -81,7 +81,7 @@ def sizes():
 # nanmean, nanvar, nanstd
 
 
-@settings(max_examples=examples(25))
+@settings(max_examples=examples(12))
 @given(name=st.sampled_from(DTYPES), n=sizes(), seed=st.integers(0, 2**16),
        layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
        ddof=st.sampled_from([0, 1, 2, 1.5]), share=st.sampled_from(NAN_SHARES),
@@ -183,7 +183,7 @@ def test_correction_is_ddof_under_the_array_api_name(backend):
 # nanargmax, nanargmin
 
 
-@settings(max_examples=examples(25))
+@settings(max_examples=examples(12))
 @given(name=st.sampled_from(DTYPES), n=sizes(), seed=st.integers(0, 2**16),
        layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
        grid=st.booleans(), share=st.sampled_from(NAN_SHARES), infs=st.integers(0, 2))
@@ -237,7 +237,7 @@ def test_nanargmax_errors_are_numpys(backend):
 # ptp
 
 
-@settings(max_examples=examples(25))
+@settings(max_examples=examples(12))
 @given(name=st.sampled_from([d for d in DTYPES if d != "bool"] + ["int8", "uint8", "int32"]),
        n=sizes(), seed=st.integers(0, 2**16),
        layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
@@ -273,7 +273,7 @@ def test_ptp_wraps_and_refuses_what_numpy_refuses(backend):
 # count_nonzero
 
 
-@settings(max_examples=examples(25))
+@settings(max_examples=examples(12))
 @given(name=st.sampled_from(DTYPES), n=st.one_of(st.just(0), sizes()),
        seed=st.integers(0, 2**16),
        layout=st.sampled_from(["contiguous", "reversed", "transposed", "device"]),
