@@ -50,3 +50,22 @@ def on(backend, variant=None, **extra):
     if variant is not None and backend != "cpu":
         out["variant"] = variant
     return out
+
+
+def lane_layout(shape: tuple, axis, keepdims: bool):
+    """How an ``axis=`` reduction of an array of ``shape`` is laid out, for the
+    oracles: ``(perm, rows, result_shape)``, where ``x.transpose(perm)
+    .reshape(rows)`` has one row per output element, the reduced axes in C
+    order along it."""
+    ndim = len(shape)
+    axes = tuple(range(ndim)) if axis is None else tuple(sorted(
+        a % ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
+    kept = tuple(a for a in range(ndim) if a not in axes)
+    lanes = k = 1
+    for a in kept:
+        lanes *= shape[a]
+    for a in axes:
+        k *= shape[a]
+    result = (tuple(1 if a in axes else n for a, n in enumerate(shape)) if keepdims
+              else tuple(shape[a] for a in kept))
+    return kept + axes, (lanes, k), result

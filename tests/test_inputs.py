@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 
 import pyreduce
 from pyreduce.ops import cast_value
-from oracles import affine, affine_data, last_nonzero, on
+from oracles import affine, affine_data, lane_layout, last_nonzero, on
 
 pytestmark = pytest.mark.filterwarnings(
     # NumPy's oracles warn on all-NaN and empty slices and on integer wrap-around
@@ -185,18 +185,13 @@ def test_masked_named_reductions_along_axes(backend, name, data):
 def _lanes(x: np.ma.MaskedArray, axis, keepdims: bool, op):
     """The oracle of ``reduce(x, op, axis=axis)``: each lane's unmasked elements
     folded with ``functools.reduce`` in C order, masked where there are none."""
-    ndim = x.ndim
-    axes = tuple(range(ndim)) if axis is None else tuple(sorted(
-        a % ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
-    kept = tuple(a for a in range(ndim) if a not in axes)
-    rows = x.transpose(kept + axes).reshape(math.prod(x.shape[a] for a in kept), -1)
+    perm, rows_shape, shape = lane_layout(x.shape, axis, keepdims)
+    rows = x.transpose(perm).reshape(rows_shape)
     out = np.ma.masked_all(len(rows), dtype=x.dtype)
     for i, row in enumerate(rows):
         values = row.compressed()
         if values.size:
             out[i] = functools.reduce(op, values)
-    shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdims else \
-        tuple(x.shape[a] for a in kept)
     return out.reshape(shape)
 
 

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import adversarial as adv
 import pyreduce
-from oracles import P, affine, affine_data, on
+from oracles import P, affine, affine_data, lane_layout, on
 
 pytestmark = pytest.mark.filterwarnings(
     # NumPy's oracles warn on empty means and integer wrap-around
@@ -79,13 +80,7 @@ def axes_of(draw, ndim: int):
     """``axis=``: None, an int or a tuple of distinct axes, negatives included."""
     if ndim == 0:
         return draw(st.sampled_from([None, ()]))
-    kind = draw(st.sampled_from(["none", "int", "tuple"]))
-    if kind == "none":
-        return None
-    if kind == "int":
-        return draw(st.integers(-ndim, ndim - 1))
-    chosen = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim))
-    return tuple(a - ndim if draw(st.booleans()) else a for a in chosen)
+    return draw(adv.axes(ndim))
 
 
 def _copy(where):
@@ -185,18 +180,11 @@ def _lanes(x: np.ndarray, keep: np.ndarray, axis, keepdims: bool, op, first):
     """The oracle of ``reduce(x, op, axis=axis, where=keep)`` with ``op``'s
     identity ``first``: each lane's selected elements folded by
     ``functools.reduce`` in C order of the reduced axes."""
-    ndim = x.ndim
-    axes = tuple(range(ndim)) if axis is None else tuple(sorted(
-        a % ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
-    kept = tuple(a for a in range(ndim) if a not in axes)
-    lanes = math.prod(x.shape[a] for a in kept)
-    k = math.prod(x.shape[a] for a in axes)
-    rows = x.transpose(kept + axes).reshape(lanes, k)
-    masks = keep.transpose(kept + axes).reshape(lanes, k)
+    perm, rows_shape, shape = lane_layout(x.shape, axis, keepdims)
+    rows = x.transpose(perm).reshape(rows_shape)
+    masks = keep.transpose(perm).reshape(rows_shape)
     out = np.array([functools.reduce(op, r[m], first) for r, m in zip(rows, masks)],
                    dtype=x.dtype)
-    shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdims else \
-        tuple(x.shape[a] for a in kept)
     return out.reshape(shape)
 
 
