@@ -232,6 +232,9 @@ class Monoid:
     #: the accumulator as the user sees the result (argmax: its index; mean: the
     #: mean from a count, mean and m2), applied on the host; None: as it is
     finalize: Callable | None = None
+    #: the same last step for an array of accumulators (a record array for a
+    #: tuple), all at once (:mod:`pyreduce.finishers`); None: returned as it is
+    finalize_array: Callable | None = None
     #: the accumulated value of a host array computed by NumPy (the cpu backend's
     #: fast path for built-in reductions); None: the generated folds
     host: Callable | None = None

@@ -51,6 +51,7 @@ import warnings
 
 import numpy as np
 
+from . import finishers
 from .backends import _caller_level
 from .dtypes import (
     check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
@@ -257,7 +258,7 @@ def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg) -> Monoid:
     return Monoid(
         name=name, fn=op, dtype=tuple_dtype(fields), identity=None,
         commutative=True, key=_key(name, op, fmap), empty_ok=False, map=fmap,
-        finalize=lambda acc: acc[-1], host=host,
+        finalize=lambda acc: acc[-1], finalize_array=finishers.index, host=host,
     )
 
 
@@ -282,6 +283,7 @@ def minmax_monoid(dtype: np.dtype) -> Monoid:
             name="minmax", fn=_minmax_op, dtype=tuple_dtype([dt, dt]), identity=None,
             commutative=True, key=_key("minmax", _minmax_op, _pair_map), empty_ok=False,
             map=_pair_map, host=lambda x: (np.min(x), np.max(x)),
+            finalize_array=finishers.pair(dt),
         )
 
     def host(x):
@@ -295,6 +297,7 @@ def minmax_monoid(dtype: np.dtype) -> Monoid:
         map=_complex_pair_map, host=host,
         finalize=lambda acc: (dt.type(complex(acc[0], acc[1])),
                               dt.type(complex(acc[2], acc[3]))),
+        finalize_array=finishers.pair(dt),
     )
 
 
@@ -356,6 +359,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
 
         def finalize(acc):
             return out(_mean(acc))
+
+        finalize_array = finishers.mean(out)
     else:
         out = var_dtype(dtype).type
         nan_rule = statistic != plain
@@ -363,6 +368,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
         def finalize(acc):
             var = _variance(float(acc[0]), float(acc[-1]), ddof, nan_rule)
             return out(var if plain == "var" else math.sqrt(var))
+
+        finalize_array = finishers.variance(out, ddof, nan_rule, root=plain == "std")
 
     def host(x):
         if skip_nan:
@@ -377,7 +384,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
         identity=(f8(0),) * width, commutative=True,
-        key=_key("moments", op, fmap), map=fmap, finalize=finalize, host=host,
+        key=_key("moments", op, fmap), map=fmap, finalize=finalize,
+        finalize_array=finalize_array, host=host,
     )
 
 
@@ -541,7 +549,7 @@ def _nanarg(name, plain, op, complex_op, fmap, complex_map, dtype, fill, numpy_a
     return Monoid(
         name=name, fn=op, dtype=tuple_dtype(fields), identity=None, commutative=True,
         key=_key(name, op, fmap), empty_ok=False, map=fmap, finalize=_all_nan_check,
-        host=host,
+        finalize_array=finishers.checked_index, host=host,
     )
 
 
@@ -575,7 +583,8 @@ def ptp_monoid(dtype: np.dtype) -> Monoid:
         lo, hi = as_pair(acc)
         return np.subtract(hi, lo)
 
-    return dataclasses.replace(pair, name="ptp", finalize=finalize)
+    return dataclasses.replace(pair, name="ptp", finalize=finalize,
+                               finalize_array=finishers.difference(default_accumulator(dt)))
 
 
 @functools.lru_cache(maxsize=64)
