@@ -27,6 +27,14 @@ def _run(pytester, source, *args):
     return result, (json.loads(text)["benchmarks"] if text.strip() else None)
 
 
+@pytest.fixture(autouse=True)
+def _not_in_an_xdist_worker(monkeypatch):
+    """The inline runs below are sessions of their own: pytest-benchmark turns
+    itself off in a pytest-xdist worker (``-n``), which it tells by this
+    variable, inherited from the worker that runs this file."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
 @pytest.fixture
 def no_gpu(monkeypatch):
     """This process as one without a GPU (the user's tests run in it, inline)."""

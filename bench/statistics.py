@@ -1,0 +1,175 @@
+"""mean, var, std, argmax, argmin and minmax against CuPy and PyTorch, of whole
+arrays and along axes, in one process on one GPU.
+
+    NUMBA_ENABLE_CUDASIM=0 python bench/statistics.py run --out statistics.json
+    python bench/statistics.py report statistics.json     # a Markdown table
+
+Every library gets the same CuPy array (PyTorch a zero-copy tensor of it). A
+call is timed to its result being ready: the wall time per call of calls
+back to back, each followed by a device synchronisation (a structured
+reduction finishes on the host today, so a held GPU would not time it fairly),
+median of rounds. Each library's answer is checked against NumPy's on the
+host first (float64 for the statistics, exactly for the indices and extremes);
+a row whose answer disagrees is reported and not timed.
+
+Cases: whole arrays of 2**24, 2**26 and 2**28 float32 (and 2**26 float64);
+along axes: ``axis=1`` and ``axis=0`` of a 2**14 x 2**14 float32 matrix, of a
+tall-skinny 2**24 x 16 and a short-wide 16 x 2**24 one. ``minmax`` has no
+single call in CuPy (``x.min()`` and ``x.max()``, two passes) and is
+``torch.aminmax`` in PyTorch.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _cli import main, versions  # noqa: E402
+from _timing import host_seconds  # noqa: E402
+
+FUNCTIONS = ["mean", "var", "std", "argmax", "argmin", "minmax"]
+WHOLE = [(2**24, "float32"), (2**26, "float32"), (2**28, "float32"), (2**26, "float64")]
+AXES = [((2**14, 2**14), 1), ((2**14, 2**14), 0), ((2**24, 16), 1), ((2**24, 16), 0),
+        ((16, 2**24), 1), ((16, 2**24), 0)]
+LIBS = ["pyreduce", "cupy", "torch"]
+
+
+def _call(lib: str, name: str, x, axis):
+    """The call of ``name`` in ``lib`` over the CuPy array ``x`` (None: none)."""
+    if lib == "pyreduce":
+        import pyreduce
+
+        fn = getattr(pyreduce, name)
+        return lambda: fn(x) if axis is None else fn(x, axis=axis)
+    if lib == "cupy":
+        if name == "minmax":
+            return lambda: (x.min(axis=axis), x.max(axis=axis))
+        return lambda: getattr(x, name)(axis=axis)
+    import torch
+
+    t = torch.as_tensor(x, device="cuda")
+    dim = {} if axis is None else {"dim": axis}
+    if name in ("var", "std"):
+        return lambda: getattr(t, name)(correction=0, **dim)
+    if name == "minmax":
+        return lambda: torch.aminmax(t, **dim)
+    return lambda: getattr(t, name)(**dim)
+
+
+def _host(v):
+    if isinstance(v, tuple):
+        return tuple(_host(p) for p in v)
+    if hasattr(v, "get"):
+        return np.asarray(v.get())
+    if hasattr(v, "cpu"):
+        return v.cpu().numpy()
+    return np.asarray(v)
+
+
+def _expected(name: str, h: np.ndarray, axis):
+    if name == "minmax":
+        return h.min(axis=axis), h.max(axis=axis)
+    if name in ("argmax", "argmin"):
+        return getattr(h, name)(axis=axis)
+    return getattr(h.astype(np.float64), name)(axis=axis)
+
+
+def _agrees(got, want, name: str) -> bool:
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return False
+        if name in ("mean", "var", "std"):
+            if not np.allclose(g, w, rtol=1e-4, atol=1e-6):
+                return False
+        elif not np.array_equal(g, w):
+            return False
+    return True
+
+
+def _row(case: str, name: str, x, axis, rounds: int) -> dict:
+    import cupy as cp
+
+    h = x.get()
+    want = _expected(name, h, axis)
+    row = {"case": case, "function": name, "bytes": int(x.nbytes), "seconds": {},
+           "ok": True}
+    for lib in LIBS:
+        try:
+            fn = _call(lib, name, x, axis)
+            got = _host(fn())
+        except Exception as e:  # a library without the call: reported, not timed
+            row["seconds"][lib] = None
+            row.setdefault("errors", {})[lib] = f"{type(e).__name__}: {e}"[:200]
+            continue
+        if not _agrees(got, want, name):
+            row["ok"] = False
+            row.setdefault("disagree", []).append(lib)
+            continue
+
+        def ready(fn=fn):
+            fn()
+            cp.cuda.Device().synchronize()
+
+        row["seconds"][lib] = host_seconds(ready, calls=5, rounds=rounds)
+    print(_line(row), flush=True)
+    return row
+
+
+def run(args) -> dict:
+    import cupy as cp
+
+    rng = cp.random.default_rng(0)
+    rows = []
+    for n, dtype in WHOLE:
+        x = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
+        for name in FUNCTIONS:
+            rows.append(_row(f"{dtype} 2**{n.bit_length() - 1}", name, x, None, args.rounds))
+        del x
+    for shape, axis in AXES:
+        x = rng.standard_normal(shape, dtype=cp.float32)
+        for name in ("mean", "var", "argmax", "minmax"):
+            rows.append(_row(f"float32 {shape[0]} x {shape[1]} axis={axis}", name, x, axis,
+                             args.rounds))
+        del x
+    return {"meta": {"date": datetime.date.today().isoformat(),
+                     "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                     "versions": versions(["numpy", "numba", "numba-cuda", "cupy-cuda12x",
+                                           "cupy-cuda13x", "torch"])},
+            "rows": rows}
+
+
+def _us(s) -> str:
+    return "-" if s is None else f"{s * 1e6:.0f} us"
+
+
+def _line(row: dict) -> str:
+    s = row["seconds"]
+    peers = [v for k, v in s.items() if k != "pyreduce" and v is not None]
+    ratio = (f"{min(peers) / s['pyreduce']:.2f}" if peers and s.get("pyreduce") else "-")
+    flag = "" if row["ok"] else f" (disagrees: {', '.join(row['disagree'])})"
+    return (f"| {row['case']} | `{row['function']}` | " + " | ".join(_us(s.get(lib))
+            for lib in LIBS) + f" | {ratio} |{flag}")
+
+
+def report(data: dict) -> str:
+    meta = data["meta"]
+    head = (f"{meta['gpu']}, {meta['date']}; time per call to a ready result. "
+            "Last column: the best peer's time over pyreduce's (above 1: pyreduce "
+            "is faster).\n\n| case | call | " + " | ".join(LIBS)
+            + " | best peer / pyreduce |\n|---|---|" + "---|" * (len(LIBS) + 1))
+    return "\n".join([head] + [_line(r) for r in data["rows"]])
+
+
+def _arguments(parser) -> None:
+    parser.add_argument("--rounds", type=int, default=5)
+
+
+if __name__ == "__main__":
+    main(__doc__, _arguments, run, report)
