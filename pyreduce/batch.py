@@ -30,6 +30,11 @@ segments
 
 Vector loads apply where every row starts on an aligned address (rows, unit
 stride; columns, adjacent outputs), never to segments, whose starts are data.
+
+An element map (``mapped``: the op's ``Monoid.map``) is applied by the first
+pass only, to each element with its position in its row or segment; a
+finishing pass reads the partials as accumulators. A tuple accumulator's
+scratch (``init``, the partials) and output are record arrays.
 """
 
 from __future__ import annotations
