@@ -145,7 +145,8 @@ def reduce(
         A tuple accumulator gives a tuple of NumPy scalars for one value, else
         a tuple of NumPy arrays of the result's shape, one per field, also for
         a device input (reduced on the device, the results copied back); with
-        ``axis``, ``out=`` and ``device_result=True`` then raise ValueError.
+        ``axis`` or ``keepdims``, ``out=`` and ``device_result=True`` then
+        raise ValueError.
         For a Dask array ``x``, a lazy Dask array of that value (0-d for one
         value), as ``dask.array.sum`` gives (``docs/scaling.md``).
 
@@ -294,6 +295,10 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
     # every axis kept with extent 1: an array, which stays where the input is
+    # (a tuple accumulator's: a tuple of host arrays, as along some axes)
+    if is_tuple(monoid.dtype):
+        partial.check_tuple_outputs(monoid.dtype, out, device_result)
+        return call.run(shape=(1,) * ndim)
     on_device = info.on_device and call.backend.name != "cpu" and out is None
     return call.run(device_result or on_device, out, shape=(1,) * ndim)
 

@@ -39,7 +39,7 @@ from .ops import Monoid, cast_value
 
 __all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_axes_raw",
            "reduce_segments", "device_layout", "validate_offsets", "as_fields", "filled",
-           "check_no_finish"]
+           "check_no_finish", "check_tuple_outputs"]
 
 
 class Result:
@@ -55,8 +55,7 @@ class Result:
         self.be, self.dtype, self.shape, self.stream = be, dtype, shape, stream
         self.host_out = self.user = self.buffer = None
         self.raw = raw
-        if is_tuple(dtype) and (out is not None or device_result):
-            raise ValueError(_TUPLE_OUTPUTS.format(fields=len(fields(dtype))))
+        check_tuple_outputs(dtype, out, device_result)
         if raw or is_tuple(dtype):  # on the host
             return
         if isinstance(out, np.ndarray):
@@ -103,9 +102,16 @@ class Result:
 
 
 #: why a tuple accumulator's axis= or segmented result has no device form
-_TUPLE_OUTPUTS = ("a tuple accumulator's result with axis= (or of segmented_reduce) is a "
-                  "tuple of {fields} NumPy arrays, one per field, on the host: out= and "
-                  "device_result=True do not apply")
+_TUPLE_OUTPUTS = ("a tuple accumulator's result along axes (axis=, keepdims=) or of "
+                  "segmented_reduce is a tuple of {fields} NumPy arrays, one per field, on "
+                  "the host: out= and device_result=True do not apply")
+
+
+def check_tuple_outputs(dtype: np.dtype, out, device_result: bool) -> None:
+    """A ValueError for ``out=`` or ``device_result=True`` with a tuple
+    accumulator along axes: its result is a tuple of host arrays."""
+    if is_tuple(dtype) and (out is not None or device_result):
+        raise ValueError(_TUPLE_OUTPUTS.format(fields=len(fields(dtype))))
 
 
 def as_fields(values: np.ndarray):

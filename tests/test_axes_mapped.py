@@ -489,6 +489,12 @@ def test_tuple_results_are_host_arrays(backend):
     got = pyreduce.reduce(d, first_max, map=pair, axis=1, **on(backend))
     assert [type(g) for g in got] == [np.ndarray, np.ndarray]
     np.testing.assert_array_equal(got[1], np.argmax(x, axis=1))
+    whole = pyreduce.reduce(d, first_max, map=pair, keepdims=True, **on(backend))
+    assert [(type(g), g.shape) for g in whole] == [(np.ndarray, (1, 1))] * 2
+    assert whole[1][0, 0] == np.argmax(x)
+    with pytest.raises(ValueError, match="out= and device_result=True"):
+        pyreduce.reduce(x, first_max, map=pair, keepdims=True, device_result=True,
+                        **on(backend))
     squares = pyreduce.reduce(d, "add", map=square, axis=1, **on(backend))
     assert type(squares) is type(d)
     np.testing.assert_array_equal(squares.copy_to_host() if hasattr(squares, "copy_to_host")
