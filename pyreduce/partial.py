@@ -225,9 +225,9 @@ def reduce_axes(*args) -> object:
 
 def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
                     tuning, stream) -> np.ndarray:
-    """The accumulators of the reduction of ``axes`` (normalised, not all of
-    them) of the inspected, unmasked input ``info``, unfinished, for reductions
-    that finish them on the host.
+    """The accumulators of the reduction of ``axes`` (normalised: sorted,
+    non-negative, unique; any of them, all or none) of the inspected, unmasked
+    input ``info``, unfinished, for reductions that finish them on the host.
 
     Returns a host NumPy array of the result's shape (NumPy's, with
     ``keepdims``) and dtype ``monoid.dtype``: for a tuple accumulator a record
