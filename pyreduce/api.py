@@ -78,6 +78,11 @@ def reduce(
             (a tuple accumulator: ``op`` then combines tuples, and ``identity``
             and the result are tuples), e.g. ``lambda i, v: (v, i)`` for an
             argmax. Without ``dtype=`` the accumulator is what ``map`` returns.
+            With ``axis``, ``i`` is the element's position in its lane (0 to
+            ``K - 1``, in C order of the reduced axes), not in ``x``: the
+            index field of ``reduce(x, op, map=lambda i, v: (v, i), axis=1)``
+            is ``np.argmax(x, axis=1)`` for an ``op`` keeping the larger value
+            and, on a tie, the first.
         initial: a value combined once, on the left, like ``functools.reduce``'s
             (with ``axis``: once into each element of the result).
         where: a boolean mask broadcast against ``x``, as NumPy's ``where=``:
@@ -87,7 +92,8 @@ def reduce(
             ValueError otherwise). ``True`` (default): every element. A device
             mask is copied to the host, and the selected elements are gathered
             on the host (``docs/semantics.md``). ``map``'s index ``i`` then
-            counts the selected elements (it is the position in ``x[mask]``).
+            counts the selected elements (it is the position in ``x[mask]``;
+            with ``axis``, among the selected elements of its lane).
         dtype: the accumulator and result dtype (default: the input's; ``bool`` for
             the logical ops). Input values are cast to it as they are loaded. With
             ``map=``, a tuple of dtypes for a tuple accumulator.
@@ -136,6 +142,11 @@ def reduce(
         A NumPy scalar of the accumulator dtype when the result is one value (no
         ``keepdims``); else an array of the result's shape: a NumPy array for a
         host input, a device array of the input's library for a device input.
+        A tuple accumulator gives a tuple of NumPy scalars for one value, else
+        a tuple of NumPy arrays of the result's shape, one per field, also for
+        a device input (reduced on the device, the results copied back); with
+        ``axis`` or ``keepdims``, ``out=`` and ``device_result=True`` then
+        raise ValueError.
         For a Dask array ``x``, a lazy Dask array of that value (0-d for one
         value), as ``dask.array.sum`` gives (``docs/scaling.md``).
 
@@ -284,6 +295,10 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
     # every axis kept with extent 1: an array, which stays where the input is
+    # (a tuple accumulator's: a tuple of host arrays, as along some axes)
+    if is_tuple(monoid.dtype):
+        partial.check_tuple_outputs(monoid.dtype, out, device_result)
+        return call.run(shape=(1,) * ndim)
     on_device = info.on_device and call.backend.name != "cpu" and out is None
     return call.run(device_result or on_device, out, shape=(1,) * ndim)
 
@@ -462,6 +477,7 @@ def segmented_reduce(
     *,
     initial=None,
     dtype=None,
+    map=None,
     out=None,
     backend: str = "auto",
     device_result: bool = False,
@@ -493,8 +509,13 @@ def segmented_reduce(
         identity: as for ``reduce``; also the result of an empty segment.
         initial: combined once, on the left, into every segment's result.
         dtype: the accumulator and result dtype, as for ``reduce``.
+        map: ``map(i, v)``, as for ``reduce``, with ``i`` the position of ``v``
+            in its segment (``x[offsets[s] + i]``; the unmasked elements of
+            the segment, counted, for a masked ``x``). It may return a tuple:
+            the result is then a tuple of NumPy arrays, one per field.
         out: an array of ``S`` elements and the result's dtype to write into,
-            returned (a NumPy array, or a device array on a GPU backend).
+            returned (a NumPy array, or a device array on a GPU backend; not
+            for a tuple accumulator).
         backend: as for ``reduce``.
         device_result: return a device array even for a host ``x`` (GPU
             backends); a device ``x`` always gives one, of its own library.
@@ -507,9 +528,10 @@ def segmented_reduce(
         check: as for ``reduce``.
 
     Returns:
-        An array of ``S`` results of the accumulator dtype. An empty segment's
-        result is ``initial``, else the identity; without either, an empty
-        segment is a ValueError (as ``max`` of an empty array is).
+        An array of ``S`` results of the accumulator dtype (for a tuple
+        accumulator, a tuple of them, one per field, on the host). An empty
+        segment's result is ``initial``, else the identity; without either, an
+        empty segment is a ValueError (as ``max`` of an empty array is).
 
     Example:
         >>> import numpy as np, pyreduce
@@ -518,9 +540,12 @@ def segmented_reduce(
         array([ 3,  0, 42])
         >>> pyreduce.segmented_reduce(x, np.array([0, 4, 10]), lambda a, b: b, backend="cpu")
         array([3, 9])
+        >>> pyreduce.segmented_reduce(x, np.array([0, 4, 10]), "add", map=lambda i, v: i,
+        ...                           backend="cpu")
+        array([ 6, 15])
     """
     info = inspect(x, masked=True)
-    monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
+    monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
         laws.check_if_requested(monoid, check)
     tuning = _tuning("auto", block_size, items_per_thread, warp_size, max_blocks, None)

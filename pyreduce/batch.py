@@ -30,6 +30,11 @@ segments
 
 Vector loads apply where every row starts on an aligned address (rows, unit
 stride; columns, adjacent outputs), never to segments, whose starts are data.
+
+An element map (``mapped``: the op's ``Monoid.map``) is applied by the first
+pass only, to each element with its position in its row or segment; a
+finishing pass reads the partials as accumulators. A tuple accumulator's
+scratch (``init``, the partials) and output are record arrays.
 """
 
 from __future__ import annotations
@@ -165,29 +170,31 @@ def _finish_spec(kind, acc_dtype, op_key, shape: _Shape, initial: bool, outputs:
 
 def plan_strided(d: Strided, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
                  device: DeviceInfo, tuning: Tuning = Tuning(), initial: bool = False,
-                 align: int = 0) -> BatchPlan:
+                 align: int = 0, mapped: bool = False) -> BatchPlan:
     """The plan for an ``axis=`` reduction described by ``d`` (``M, K >= 1``), on a
-    1-D input whose first element is ``align``-byte aligned (0: unknown)."""
+    1-D input whose first element is ``align``-byte aligned (0: unknown).
+    ``mapped``: the op has an element map (``Monoid.map``), applied by the first
+    pass."""
     key = ("strided", d, in_dtype, acc_dtype, op_key, device.key, device.warp,
-           tuning, initial, align)
+           tuning, initial, align, mapped)
     return _memo(key, lambda: _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning,
-                                            initial, align))
+                                            initial, align, mapped))
 
 
-def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align):
+def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align, mapped):
     shape = _Shape(in_dtype, device, tuning)
     columns = (abs(d.ks) != 1 and d.M > 1 and d.Mi >= shape.warp
                and abs(d.si) < abs(d.ks))
     if columns:
-        return _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align)
-    return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align)
+        return _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
+    return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
 
 
 def _descriptor(d: Strided) -> tuple:
     return (d.off, d.M, d.Mi, d.so, d.si, d.K, d.ks)
 
 
-def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPlan:
+def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
     group = shape.group(d.K, d.M)
     unit = d.ks == 1
     block, items, vector, parts = shape.block, shape.items, 1, 1
@@ -211,7 +218,7 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPl
             grid = d.M * parts
     split = parts > 1
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
-                     vector, group, "rows", unit, split, initial and not split)
+                     vector, group, "rows", unit, split, initial and not split, mapped=mapped)
     desc = _descriptor(d)
     init = Ref("init", 0, 1)
     grain = block * items
@@ -227,7 +234,8 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPl
                      Schedule(tuple(buffers), tuple(steps), init, d.M))
 
 
-def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> BatchPlan:
+def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,
+                  mapped) -> BatchPlan:
     items = shape.items
     unit = d.si == 1
     rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.ks) if unit else 0
@@ -240,7 +248,8 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> Batc
     parts = -(-d.K // rows)
     split = parts > 1
     spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
-                     vector, "block", "rows", unit, split, initial and not split)
+                     vector, "block", "rows", unit, split, initial and not split,
+                     mapped=mapped)
     init = Ref("init", 0, 1)
     first_out = Ref("partials", 0, d.M * parts) if split else OUTPUT
     steps = [Step(spec, blocks * parts, (INPUT, *_descriptor(d), parts, 0, first_out, init))]
@@ -258,15 +267,17 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align) -> Batc
 
 def plan_segments(segments: int, n: int, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
                   device: DeviceInfo, tuning: Tuning = Tuning(),
-                  initial: bool = False) -> BatchPlan:
-    """The plan for ``segments >= 1`` segments of a 1-D input of ``n`` elements."""
+                  initial: bool = False, mapped: bool = False) -> BatchPlan:
+    """The plan for ``segments >= 1`` segments of a 1-D input of ``n`` elements
+    (``mapped``: as for :func:`plan_strided`)."""
     key = ("segments", segments, n, in_dtype, acc_dtype, op_key, device.key,
-           device.warp, tuning, initial)
+           device.warp, tuning, initial, mapped)
     return _memo(key, lambda: _plan_segments(segments, n, in_dtype, acc_dtype, op_key,
-                                             device, tuning, initial))
+                                             device, tuning, initial, mapped))
 
 
-def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial) -> BatchPlan:
+def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial,
+                   mapped) -> BatchPlan:
     shape = _Shape(in_dtype, device, tuning)
     if tuning.vector_loads:  # segment starts are data: no alignment to rely on
         vector_width(shape.items, in_dtype, 0, device, True)
@@ -284,7 +295,7 @@ def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial) -
         grid = S * parts
     split = parts > 1
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, shape.items,
-                     1, group, "offsets", True, split, initial and not split)
+                     1, group, "offsets", True, split, initial and not split, mapped=mapped)
     init = Ref("init", 0, 1)
     grain = block * shape.items
     first_out = Ref("partials", 0, S * parts) if split else OUTPUT

@@ -28,8 +28,10 @@ one run when, of the reduced axes, those after the last one split into
 several chunks are whole in it and those before it have extent 1; otherwise
 each chunk is reduced only along the reduced axes from that last split one on,
 which leaves one partial per run. An operator with ``map=`` or a tuple
-accumulator has no such partial reductions (no ``axis=`` in pyreduce), so
-chunks that are not runs are refused with a ValueError saying how to rechunk.
+accumulator is not reduced along some axes of a chunk here (its chunks' lanes
+would number their elements from the chunk's start), so chunks that are not
+runs are refused with a ValueError saying how to rechunk, and so is ``axis=``
+short of every axis.
 
 ``deterministic=True`` gives the bits of the single-array result, or a
 ValueError: each chunk's own fixed tree is the tree's node over an aligned
@@ -186,6 +188,7 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
         x, axes = x.reshape(1), (0,)
     elif len(axes) < x.ndim:
         partial.axes_take(monoid, call.deterministic)
+        _scalar_along_axes(monoid, name)
     raw = _raw(monoid)
     if not axes:  # axis=(): each element on its own
         each = _Chunks(raw, (), call.backend, dict(call.tuning, initial=call.initial))
@@ -196,6 +199,16 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
     else:
         acc = _reduced(_without_empty_chunks(x, axes), monoid, axes, call)
     return _finished(acc, monoid, at, name)
+
+
+def _scalar_along_axes(monoid: Monoid, name: str) -> None:
+    """A ValueError for an element map or a tuple accumulator along some axes:
+    a chunk's lanes would number their elements from the chunk's start, and
+    its tuple partials are not combined along axes."""
+    if monoid.map is not None or is_tuple(monoid.dtype):
+        raise ValueError(f"{name}: over a Dask array, axis= takes operators without an "
+                         "element map or a tuple accumulator (map=, argmax, mean, nansum, "
+                         "...); reduce every axis, or compute the array first")
 
 
 def _options(name: str, options: dict) -> dict:

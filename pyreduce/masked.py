@@ -21,7 +21,10 @@ not masked but gets ``initial`` or the identity, in a plain array.
 A masked array without elements reduces as the plain empty array does. The
 lanes of an ``axis=`` reduction are reduced as the segments of their unmasked
 elements, by the segmented kernels, so any operator (commutative or not, with an
-identity or not) gets the fold over exactly those elements, in order.
+identity or not) gets the fold over exactly those elements, in order, and an
+element map's index counts the unmasked elements of the lane (segment). A tuple
+accumulator's result is a tuple of masked arrays, one per field (a record
+array with ``raw=True``).
 """
 
 from __future__ import annotations
@@ -64,15 +67,19 @@ def compressed(info: Input) -> Input:
 
 
 def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial, backend,
-           tuning, stream, device_result, out, deterministic=False):
+           tuning, stream, device_result, out, deterministic=False, raw: bool = False):
     """The reduction of ``axes`` (normalised) of a masked input (see the module
     docstring); ``rule`` says what a reduction to one value with nothing
-    unmasked gives."""
+    unmasked gives. ``raw`` (along axes): the accumulators as one array of
+    ``monoid.dtype``, a record array for a tuple accumulator, unfinished
+    (:func:`pyreduce.partial.reduce_axes_raw`)."""
     _refuse_outputs(out, device_result)
     ndim = len(info.shape)
     if len(axes) == ndim and (not keepdims or ndim == 0):
         return _one(info, monoid, rule, initial, backend, tuning, stream)
     partial.axes_take(monoid, deterministic)
+    if not raw:
+        partial.check_no_finish(monoid)
     kept = tuple(a for a in range(ndim) if a not in axes)
     lanes = math.prod(info.shape[a] for a in kept)
     keep = ~info.mask.transpose(kept + axes).reshape(lanes, -1)
@@ -80,7 +87,8 @@ def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial,
     offsets = np.concatenate(([0], np.cumsum(keep.sum(axis=1))))
     values = _segments(Input(info.dtype, host.shape, host=host), offsets, monoid, initial,
                        backend, tuning, stream, empty_masked=rule != WHERE)
-    return values.reshape(result_shape(info.shape, axes, keepdims))
+    values = values.reshape(result_shape(info.shape, axes, keepdims))
+    return values if raw else partial.as_fields(values)
 
 
 def _one(info: Input, monoid, rule: str, initial, backend, tuning, stream):
@@ -117,8 +125,8 @@ def reduce_segments(info: Input, offsets, monoid, initial, backend, tuning, stre
     bounds = partial.validate_offsets(host, info.size)
     # where each boundary falls among the unmasked elements
     before = np.concatenate(([0], np.cumsum(~info.mask)))
-    return _segments(compressed(info), before[bounds], monoid, initial, backend, tuning,
-                     stream)
+    return partial.as_fields(_segments(compressed(info), before[bounds], monoid, initial,
+                                       backend, tuning, stream))
 
 
 def _segments(values: Input, offsets: np.ndarray, monoid, initial, backend, tuning,
@@ -127,14 +135,15 @@ def _segments(values: Input, offsets: np.ndarray, monoid, initial, backend, tuni
     array masked where a segment is empty. Only the non-empty ones are reduced:
     an empty one has no value, whether the op has an identity or not. Unless
     ``empty_masked`` is False: then a plain array, an empty segment's value
-    ``initial`` or the identity (the caller makes sure one of them exists)."""
+    ``initial`` or the identity (the caller makes sure one of them exists).
+    The accumulators: a record array for a tuple accumulator, unfinished."""
     if not empty_masked:
         return partial.reduce_segments(values, offsets, monoid, initial, backend, tuning,
-                                       stream, False, None)
+                                       stream, False, None, raw=True)
     lengths = np.diff(offsets)
     full = lengths > 0
     bounds = offsets[np.concatenate(([True], full))]  # consecutive: the empty ones drop out
     data = np.zeros(lengths.size, dtype=monoid.dtype)
     data[full] = partial.reduce_segments(values, bounds, monoid, initial, backend, tuning,
-                                         stream, False, None)
+                                         stream, False, None, raw=True)
     return np.ma.MaskedArray(data, mask=~full)

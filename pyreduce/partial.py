@@ -12,6 +12,15 @@ description; otherwise it is gathered into C order of ``kept + reduced`` first.
 A host input is uploaded as it lies in memory when that window holds no more
 than its elements (a transposed or reversed array is not transposed on the
 host), else as a dense copy.
+
+Element maps and tuple accumulators: ``map(k, v)`` gets ``k``, the position of
+``v`` in its lane (0 .. K-1, in C order of the reduced axes) or segment. The
+kernels write a tuple accumulator's results to a record array (dtype fields
+``f0, f1, ...``), which comes back to the host; the caller gets a tuple of
+NumPy arrays, one per field (:func:`as_fields`), as the full reduction with
+``keepdims=True`` gives them, and ``out=`` and ``device_result=True`` do not
+apply. :func:`reduce_axes_raw` returns the record array itself, for reductions
+that finish their accumulators on the host (``Monoid.finalize``).
 """
 
 from __future__ import annotations
@@ -24,24 +33,31 @@ from . import backends
 from .axes import describe, result_shape, span_view
 from .backends.base import check_out, check_out_array, to_host
 from .batch import plan_segments, plan_strided
-from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
+from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
 
-__all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_segments",
-           "device_layout", "validate_offsets"]
+__all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_axes_raw",
+           "reduce_segments", "device_layout", "validate_offsets", "as_fields", "filled",
+           "check_no_finish", "check_tuple_outputs"]
 
 
 class Result:
     """Where a result of ``shape`` goes, and how it is returned (see the module
-    docstring). Every way of producing it ends in :meth:`host` or :meth:`launch`."""
+    docstring). Every way of producing it ends in :meth:`host` or :meth:`launch`.
+    ``raw``: the accumulators as a host array of ``dtype`` (a record array for a
+    tuple accumulator), not split into fields, and never left on the device."""
 
     def __init__(self, be, dtype: np.dtype, shape: tuple, info, out, device_result: bool,
-                 stream):
+                 stream, raw: bool = False):
         if out is not None and device_result:
             raise ValueError("pass out= or device_result=True, not both")
         self.be, self.dtype, self.shape, self.stream = be, dtype, shape, stream
         self.host_out = self.user = self.buffer = None
+        self.raw = raw
+        check_tuple_outputs(dtype, out, device_result)
+        if raw or is_tuple(dtype):  # on the host
+            return
         if isinstance(out, np.ndarray):
             check_out(out.shape, out.dtype, dtype, shape)
             self.host_out = out
@@ -60,6 +76,10 @@ class Result:
     def host(self, values: np.ndarray):
         """The result from values computed (or known) on the host."""
         values = np.asarray(values, dtype=self.dtype).reshape(self.shape)
+        if self.raw:
+            return values
+        if is_tuple(self.dtype):
+            return as_fields(values)
         if self.buffer is not None:
             self.be.put_array(self.buffer, values.reshape(-1), self.stream)
             return self.user
@@ -70,7 +90,7 @@ class Result:
 
     def fill(self, value):
         """Every element ``value`` (nothing to compute: an empty reduction)."""
-        return self.host(np.full(self.shape, value, dtype=self.dtype))
+        return self.host(filled(self.shape, value, self.dtype))
 
     def launch(self, run, src, init, offsets=None):
         """The result of an :class:`~pyreduce.driver.Executable`: written in place
@@ -81,14 +101,46 @@ class Result:
         return self.host(run(src, self.stream, init, None, offsets))
 
 
+#: why a tuple accumulator's axis= or segmented result has no device form
+_TUPLE_OUTPUTS = ("a tuple accumulator's result along axes (axis=, keepdims=) or of "
+                  "segmented_reduce is a tuple of {fields} NumPy arrays, one per field, on "
+                  "the host: out= and device_result=True do not apply")
+
+
+def check_tuple_outputs(dtype: np.dtype, out, device_result: bool) -> None:
+    """A ValueError for ``out=`` or ``device_result=True`` with a tuple
+    accumulator along axes: its result is a tuple of host arrays."""
+    if is_tuple(dtype) and (out is not None or device_result):
+        raise ValueError(_TUPLE_OUTPUTS.format(fields=len(fields(dtype))))
+
+
+def as_fields(values: np.ndarray):
+    """A result array as it is returned: for a tuple accumulator (a record
+    array) a tuple of arrays, one per field, each of its field's dtype and the
+    result's shape (masked arrays for a masked one); else ``values`` itself."""
+    if not is_tuple(values.dtype):
+        return values
+    if isinstance(values, np.ma.MaskedArray):
+        mask = np.ma.getmaskarray(values)
+        return tuple(np.ma.MaskedArray(np.ascontiguousarray(values.data[name]),
+                                       mask=mask[name]) for name in values.dtype.names)
+    return tuple(np.ascontiguousarray(values[name]) for name in values.dtype.names)
+
+
+def filled(shape: tuple, value, dtype: np.dtype) -> np.ndarray:
+    """An array of ``shape`` whose every element is ``value`` (a tuple for a
+    tuple accumulator, which ``np.full`` does not take)."""
+    values = np.empty(shape, dtype)
+    values[...] = value
+    return values
+
+
 def axes_take(monoid: Monoid, deterministic) -> None:
-    """What an ``axis=`` reduction's kernels (rows, columns, segments) do not take."""
+    """What an ``axis=`` reduction's kernels (rows, columns, segments) do not
+    take: ``deterministic=True``."""
     if deterministic:
         raise ValueError("deterministic=True reduces all elements to one value; with "
                          "axis= the result depends on the kernels' layout")
-    if monoid.map is not None or is_tuple(monoid.dtype):
-        raise ValueError(f"{monoid.name}: axis= and segmented reductions take scalar ops "
-                         "without an element map (map=, argmax, mean, nansum, ...)")
 
 
 def _host_input(info) -> np.ndarray:
@@ -136,17 +188,19 @@ class Batched:
 
 
 def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
-                 tuning, stream, device_result: bool, out) -> Batched:
+                 tuning, stream, device_result: bool, out, raw: bool = False) -> Batched:
     """Plan the reduction of ``axes`` (normalised, not all of them) of the
     inspected input (nothing runs before ``run()``, except a device input's
-    gather)."""
+    gather). ``raw``: ``run()`` returns the accumulators (:func:`reduce_axes_raw`)."""
     if initial is not None:
         initial = cast_value(initial, monoid.dtype, "initial")
+    if not raw:
+        check_no_finish(monoid)
     be = backends.get(backend_name, on_device=info.on_device)
     stream = be.launch_stream(stream, info)
     shape = info.shape
     result = Result(be, monoid.dtype, result_shape(shape, axes, keepdims), info, out,
-                    device_result, stream)
+                    device_result, stream, raw)
     K = math.prod(shape[a] for a in axes)
     if K == 0:  # NumPy raises here even when there are no outputs
         value = initial if initial is not None else monoid.empty_result()
@@ -159,7 +213,7 @@ def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, bac
     device = be.device(tuning.warp_size)
     src, d = device_layout(be, info, axes, stream)
     plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning,
-                        initial is not None, be.alignment(src))
+                        initial is not None, be.alignment(src), monoid.map is not None)
     return Batched(be, lambda: result.launch(be.executable(plan, monoid, device), src, initial),
                    device, plan, monoid)
 
@@ -169,10 +223,46 @@ def reduce_axes(*args) -> object:
     return prepare_axes(*args).run()
 
 
+def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
+                    tuning, stream) -> np.ndarray:
+    """The accumulators of the reduction of ``axes`` (normalised: sorted,
+    non-negative, unique; any of them, all or none) of the inspected, unmasked
+    input ``info``, unfinished, for reductions that finish them on the host.
+
+    Returns a host NumPy array of the result's shape (NumPy's, with
+    ``keepdims``) and dtype ``monoid.dtype``: for a tuple accumulator a record
+    array with fields ``f0, f1, ...`` (argmax's ``(value, index)``, the moments'
+    ``(count, mean, m2)``), one record per lane, ``Monoid.finalize`` not
+    applied. Lane ``m`` folds ``map(k, v)`` for its elements ``v`` in C order
+    of the reduced axes, ``k = 0 .. K-1`` their positions in the lane, with
+    ``initial`` (cast to ``monoid.dtype``) combined once on the left. A reduced
+    extent of 0 gives ``initial``, else the identity, else ValueError. A device
+    input is reduced on the device and the array copied back. Masked inputs and
+    ``where=`` masks go through :func:`pyreduce.masked.reduce` and
+    :func:`pyreduce.selection.reduce` with ``raw=True``."""
+    if info.mask is not None:
+        raise ValueError("reduce_axes_raw takes unmasked inputs: reduce a masked one "
+                         "with pyreduce.masked.reduce(..., raw=True)")
+    return prepare_axes(info, monoid, axes, keepdims, initial, backend_name, tuning, stream,
+                        False, None, raw=True).run()
+
+
+def check_no_finish(monoid: Monoid) -> None:
+    """A ValueError for an operator whose accumulators are finished on the host
+    (argmax's index, mean's mean): its lanes come from :func:`reduce_axes_raw`."""
+    if monoid.finalize is not None:
+        raise ValueError(f"{monoid.name} finishes its accumulators on the host: along "
+                         f"axes, reduce them with pyreduce.partial.reduce_axes_raw and "
+                         f"finish them")
+
+
 def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning, stream,
-                    device_result: bool, out):
+                    device_result: bool, out, raw: bool = False):
     """``x[offsets[i] : offsets[i + 1]]`` reduced for every ``i`` (see
-    :func:`pyreduce.segmented_reduce`)."""
+    :func:`pyreduce.segmented_reduce`); ``raw``: the accumulators, as
+    :func:`reduce_axes_raw` returns them."""
+    if not raw:
+        check_no_finish(monoid)
     if len(info.shape) != 1:
         raise ValueError(f"segmented_reduce needs a 1-D x, got shape {tuple(info.shape)}")
     if initial is not None:
@@ -188,7 +278,7 @@ def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning
     be = backends.get(backend_name, on_device=info.on_device or off_info.on_device)
     stream = be.launch_stream(stream, info)
     S = off_info.size - 1
-    result = Result(be, monoid.dtype, (S,), info, out, device_result, stream)
+    result = Result(be, monoid.dtype, (S,), info, out, device_result, stream, raw)
     if S == 0:
         return result.fill(0)
     if be.name == "cpu":
@@ -200,7 +290,7 @@ def reduce_segments(info, offsets, monoid: Monoid, initial, backend_name, tuning
         return result.fill(empty)
     device = be.device(tuning.warp_size)
     plan = plan_segments(S, n, info.dtype, monoid.dtype, monoid.key, device, tuning,
-                         initial is not None)
+                         initial is not None, monoid.map is not None)
     flat = be.flat_input(info, stream)
     device_offsets = be.offsets_input(host_offsets if host_offsets is not None
                                       else off_info.device, stream)

@@ -17,7 +17,9 @@ Where the work happens: the mask may be a host array or a device array; a
 device mask is copied to the host. The selected elements are gathered on the
 host (a device input is copied there first) and reduced by the backend asked
 for; a device input's ``axis=`` result is returned, as without ``where=``, as an
-array of its own library on the device.
+array of its own library on the device (a tuple accumulator's, as without
+``where=``, as a tuple of NumPy arrays). An element map's index counts the
+selected elements: of the whole input, or of the lane with ``axis=``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .axes import result_shape
 from .backends.base import to_host
 from .interop import Input, inspect
 from .ops import cast_value
-from .partial import Result
+from .partial import Result, check_no_finish, filled
 from .prepared import prepare
 
 __all__ = ["left_out", "reduce"]
@@ -64,9 +66,12 @@ def left_out(where, shape: tuple) -> np.ndarray | None:
 
 
 def reduce(info: Input, monoid, out_mask: np.ndarray, axes: tuple, keepdims: bool, initial,
-           backend, tuning, stream, device_result, out, deterministic=False):
+           backend, tuning, stream, device_result, out, deterministic=False,
+           raw: bool = False):
     """The reduction of ``axes`` (normalised) of the elements of ``info`` that
-    ``out_mask`` (from :func:`left_out`) does not leave out."""
+    ``out_mask`` (from :func:`left_out`) does not leave out. ``raw`` (along
+    axes): the accumulators as a host array, as
+    :func:`pyreduce.partial.reduce_axes_raw` returns them."""
     empty = _empty_value(monoid, initial)
     host = info.host if info.host is not None else to_host(info)
     selected = Input(info.dtype, info.shape, host=host)
@@ -80,18 +85,21 @@ def reduce(info: Input, monoid, out_mask: np.ndarray, axes: tuple, keepdims: boo
             return call.run(device_result, out)
         value = call.run()  # a 0-d array of the input's library, as without where=
         return _placed(np.asarray(value), info, backend, stream, None, True)
+    if not raw:
+        check_no_finish(monoid)
     shape = result_shape(info.shape, axes, keepdims)
     if info.size == 0:
-        values = np.full(shape, empty, dtype=monoid.dtype)
+        values = filled(shape, empty, monoid.dtype)
     else:
         values = masked.reduce(selected, monoid, masked.WHERE, axes, keepdims, initial,
-                               backend, tuning, stream, False, None, deterministic)
-    return _placed(values, info, backend, stream, out, device_result)
+                               backend, tuning, stream, False, None, deterministic, raw=True)
+    return values if raw else _placed(values, info, backend, stream, out, device_result)
 
 
 def _placed(values: np.ndarray, info: Input, backend, stream, out, device_result):
     """``values``, computed on the host, where the same call without ``where=``
-    puts its result (:class:`pyreduce.partial.Result`)."""
+    puts its result (:class:`pyreduce.partial.Result`; a tuple accumulator's
+    record array as a tuple of arrays, one per field)."""
     be = backends.get(backend, on_device=info.on_device)
     return Result(be, values.dtype, values.shape, info, out, device_result,
                   be.launch_stream(stream, info)).host(values)

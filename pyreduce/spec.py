@@ -162,7 +162,8 @@ class BatchSpec(_LaunchShape):
     split: bool = False
     initial: bool = False
     finish: bool = False
-    #: element maps are not taken by batched reductions (pyreduce.partial.axes_take)
+    #: the op has an element map: a first pass reduces ``fmap(k, element)``, ``k``
+    #: the element's position in its row or segment (from 0)
     mapped: bool = False
 
     def __post_init__(self):

@@ -333,13 +333,18 @@ def test_masked_results_stay_on_the_host(backend):
                 call(device_result=True, backend=backend)
 
 
-def test_masked_axis_needs_a_scalar_op(backend):
-    """A tuple accumulator (``map=``) along axes is refused for masked arrays as
-    for plain ones, naming axis=; so is deterministic=True."""
-    x = np.ma.array(np.arange(6.0).reshape(2, 3), mask=[[0, 1, 0], [0, 0, 0]])
-    with pytest.raises(ValueError, match="axis="):
-        pyreduce.reduce(x, lambda a, b: (a[0] + b[0], a[1] + b[1]),
-                        map=lambda i, v: (v, v), axis=0, backend=backend)
+def test_masked_axis_takes_tuple_ops(backend):
+    """A tuple accumulator (``map=``) along axes of a masked array gives a
+    tuple of masked arrays, one per field, masked where a lane has no unmasked
+    element; the map's index counts the lane's unmasked elements.
+    deterministic=True along axes is refused, naming it."""
+    x = np.ma.array(np.arange(6.0).reshape(2, 3), mask=[[0, 1, 0], [0, 1, 0]])
+    total, weighted = pyreduce.reduce(x, lambda a, b: (a[0] + b[0], a[1] + b[1]),
+                                      map=lambda i, v: (v, i * v), axis=0, backend=backend)
+    assert isinstance(total, np.ma.MaskedArray) and isinstance(weighted, np.ma.MaskedArray)
+    assert total.mask.tolist() == weighted.mask.tolist() == [False, True, False]
+    assert total.compressed().tolist() == [3.0, 7.0]
+    assert weighted.compressed().tolist() == [3.0, 5.0]  # 0 * 0 + 1 * 3, 0 * 2 + 1 * 5
     with pytest.raises(ValueError, match="deterministic=True"):
         pyreduce.sum(x, axis=0, deterministic=True, backend=backend)
     assert pyreduce.sum(x, deterministic=True, backend=backend) == np.ma.sum(x)

@@ -14,6 +14,10 @@ needs one), then
 
 Rows (segments) are split into one contiguous range per core when there is
 enough work; a few long rows are each reduced by the parallel 1-D path instead.
+
+An element map sees each element's position in its row (segment), from 0: a
+row is folded as a 1-D array of its own. Tuple accumulators are written to
+record arrays field by field (Numba does not assign a tuple to a record).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..cache import KERNELS
-from ..codegen import compile_module, render
+from ..codegen import compile_module, indent, render
+from ..dtypes import as_value, fields, is_tuple
 from .cpu_parallel import PARALLEL_MIN, UFUNCS, loadable
-from .opcheck import host_njit, njit_op
+from .opcheck import check_op, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]
 
@@ -31,45 +36,84 @@ _SOURCE = """
 @njit(nogil=True)
 def rows(x, out, lo, hi):
     for m in range(lo, hi):
-        out[m] = fold(x[m], 0, x.shape[1])
+${put_row}
 
 
 @njit(nogil=True)
 def columns(x, out, lo, hi):
     for m in range(lo, hi):
-        out[m] = acc_t(x[m, 0])
+${put_first}
     for k in range(1, x.shape[1]):
         for m in range(lo, hi):
-            out[m] = acc_t(op(out[m], acc_t(x[m, k])))
+${put_step}
 
 
 @njit(nogil=True)
 def segments(x, offsets, out, lo, hi):
     for s in range(lo, hi):
         if offsets[s + 1] > offsets[s]:
-            out[s] = fold(x, offsets[s], offsets[s + 1])
+${put_segment}
 
 
 @njit(nogil=True)
 def left(init, out):
     for m in range(out.shape[0]):
-        out[m] = acc_t(op(init, out[m]))
+${put_left}
 """
+
+
+def _put(dtype, index: str, value: str, level: int) -> str:
+    """``out[index] = value``, field by field for a tuple accumulator."""
+    if not is_tuple(dtype):
+        return indent(f"out[{index}] = {value}", level)
+    lines = [f"v = {value}"] + [f"out[{index}]['f{k}'] = v[{k}]"
+                                for k in range(len(fields(dtype)))]
+    return indent("\n".join(lines), level)
+
+
+def _get(dtype, index: str) -> str:
+    """``out[index]`` as an accumulator value (a tuple for a tuple accumulator)."""
+    if not is_tuple(dtype):
+        return f"out[{index}]"
+    return "(" + ", ".join(f"out[{index}]['f{k}']" for k in range(len(fields(dtype)))) + ")"
+
+
+def _element(monoid, k: str) -> str:
+    """Element ``x[m, k]``, the ``k``-th of its row, as an accumulator value."""
+    if monoid.map is not None:
+        return f"acc_t(fmap({k}, x[m, {k}]))"
+    return f"acc_t(x[m, {k}])"
+
+
+def _source(monoid) -> str:
+    dt = monoid.dtype
+    segment = "fold(x[offsets[s]:offsets[s + 1]], 0, offsets[s + 1] - offsets[s])"
+    return render(
+        _SOURCE,
+        put_row=_put(dt, "m", "fold(x[m], 0, x.shape[1])", 2),
+        put_first=_put(dt, "m", _element(monoid, "0"), 2),
+        put_step=_put(dt, "m", f"acc_t(op({_get(dt, 'm')}, {_element(monoid, 'k')}))", 3),
+        put_segment=_put(dt, "s", segment, 3),
+        put_left=_put(dt, "m", f"acc_t(op(init, {_get(dt, 'm')}))", 2),
+    )
 
 
 def _loops(cpu, monoid) -> dict:
     """The compiled loops for ``monoid`` (``rows``, ``columns``, ``segments``,
     ``left``), around the backend's ordered ``fold``."""
     def build():
-        namespace = {"njit": host_njit, "op": njit_op(monoid), "acc_t": monoid.dtype.type,
-                     "fold": cpu.fold(monoid)}
-        compile_module(render(_SOURCE), f"<pyreduce cpu batch {monoid.dtype}>", namespace)
+        namespace = {"njit": host_njit, "op": njit_op(monoid),
+                     "acc_t": njit_cast(monoid.dtype), "fold": cpu.fold(monoid)}
+        if monoid.map is not None:
+            namespace["fmap"] = njit_map(monoid)
+        compile_module(_source(monoid), f"<pyreduce cpu batch {monoid.dtype}>", namespace)
         return {name: namespace[name] for name in ("rows", "columns", "segments", "left")}
 
     return KERNELS.get(("cpu", "batch", monoid.cache_key), build)
 
 
 def _ufunc(monoid):
+    """NumPy's ufunc for a built-in op without an element map, else None."""
     return UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
 
 
@@ -92,7 +136,7 @@ def _run(cpu, fn, ranges, *args) -> None:
 
 def _with_initial(cpu, monoid, out: np.ndarray, initial) -> np.ndarray:
     if initial is not None:
-        _loops(cpu, monoid)["left"](monoid.dtype.type(initial), out)
+        _loops(cpu, monoid)["left"](as_value(initial, monoid.dtype), out)
     return out
 
 
@@ -107,6 +151,7 @@ def reduce_axes(cpu, host: np.ndarray, monoid, axes: tuple, initial) -> np.ndarr
             if initial is not None:
                 result = ufunc(acc.type(initial), result, dtype=acc)
         return np.asarray(result, dtype=acc)
+    check_op(monoid)
     kept = [a for a in range(host.ndim) if a not in axes]
     kept_shape = tuple(host.shape[a] for a in kept)
     M = int(np.prod(kept_shape, dtype=np.int64))
@@ -145,6 +190,7 @@ def reduce_segments(cpu, x: np.ndarray, offsets: np.ndarray, monoid, initial,
                 values = ufunc(acc.type(initial), values, dtype=acc)
         out[nonempty] = values
         return out
+    check_op(monoid)
     filled = np.empty(S, acc)
     _run(cpu, _loops(cpu, monoid)["segments"], _ranges(cpu, S, x.size), loadable(x), offsets,
          filled)

@@ -30,7 +30,7 @@ from ..spec import KernelSpec
 __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
     "lane_fold", "block_range", "prelude", "element", "zero",
-    "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load",
+    "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load", "copy",
 ]
 
 
@@ -49,10 +49,12 @@ def _width(spec: KernelSpec) -> int:
 
 
 def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
-            accs: bool = False) -> str:
+            accs: bool = False, position: str | None = None) -> str:
     """The accumulator value of ``src[index]`` (``value``: an expression already
     holding it, from a vector load). ``accs``: ``src`` holds accumulator values
-    (partials), else elements, which go through the element map if the op has one."""
+    (partials), else elements, which go through the element map if the op has one:
+    ``fmap(position, element)``, ``position`` defaulting to ``index`` (a batched
+    kernel numbers the elements of each row or segment from 0)."""
     if accs:
         return acc_load(spec, src, index)
     item = value or f"{src}[{index}]"
@@ -61,7 +63,7 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
     elif spec.half_as_float32:
         item = f"f32_t({item})"
     if spec.mapped:
-        return f"acc_t(fmap({index}, {item}))"
+        return f"acc_t(fmap({position or index}, {item}))"
     if spec.in_dtype == spec.acc_dtype:
         return item  # already an accumulator: a cast would only cost compile time
     return f"acc_t({item})"
@@ -129,9 +131,22 @@ def store(spec: KernelSpec, array: str, index: str, value: str, shared: bool = F
     n = _width(spec)
     if not n:
         return f"{array}[{index}] = {value}"
+    lines = []
+    if not value.isidentifier():  # an expression: computed once, then stored by field
+        lines, value = [f"{array}_v = {value}"], f"{array}_v"
     if shared:
-        return "\n".join(f"{array}_{k}[{index}] = {value}[{k}]" for k in range(n))
-    return "\n".join(f"{array}[{index}]['f{k}'] = {value}[{k}]" for k in range(n))
+        return "\n".join(lines + [f"{array}_{k}[{index}] = {value}[{k}]" for k in range(n)])
+    return "\n".join(lines + [f"{array}[{index}]['f{k}'] = {value}[{k}]" for k in range(n)])
+
+
+def copy(spec: KernelSpec, dst: str, dst_index: str, src: str, src_index: str) -> str:
+    """``dst[dst_index] = src[src_index]`` between device arrays of accumulator
+    values (field by field for a tuple)."""
+    n = _width(spec)
+    if not n:
+        return f"{dst}[{dst_index}] = {src}[{src_index}]"
+    return "\n".join(f"{dst}[{dst_index}]['f{k}'] = {src}[{src_index}]['f{k}']"
+                     for k in range(n))
 
 
 def combine(a: str, b: str) -> str:
@@ -167,7 +182,7 @@ def load_items(
 
 def fold_items(
     spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
-    count: int | None = None, vector: int = 1, accs: bool = False, at=None,
+    count: int | None = None, vector: int = 1, accs: bool = False, at=None, position=None,
 ) -> str:
     """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
     in order into ``dst``.
@@ -181,19 +196,21 @@ def fold_items(
     always holds at least one element). ``accs``: ``src`` holds accumulator
     values (:func:`element`). ``at`` maps an index expression to the expression
     loading that element, for inputs not addressed as ``src[index]`` (a strided
-    row).
+    row); ``position`` maps it to the element map's index (default: the index
+    itself), for inputs whose elements are not numbered from ``src[0]``.
     """
     count = spec.items if count is None else count
     width = min(vector, count) if end is None and not accs and at is None else 1
     if width > 1:
         loads, values = load_items(dst, first, src, count, width)
         index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
-        items = [element(spec, src, index[k], values[k], accs) for k in range(count)]
+        items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
+                 for k in range(count)]
         return "\n".join(loads + [f"{dst} = {items[0]}"]
                          + [f"{dst} = {combine(dst, item)}" for item in items[1:]])
 
     def item(index):
-        return element(spec, src, index, at and at(index), accs)
+        return element(spec, src, index, at and at(index), accs, position and position(index))
 
     lines = [f"{dst} = {item(first)}"]
     if count > 1:
@@ -226,7 +243,8 @@ def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | Non
         snippet(step, 1)])
 
 
-def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool) -> str:
+def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool,
+                position=None) -> str:
     """A loop over ``tiles`` warp tiles at a time: all loads first, then the
     reductions, then the tiles folded into ``acc`` in order."""
     w, i = spec.warp, spec.items
@@ -234,7 +252,7 @@ def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool
     for u in range(tiles):
         loads.append(f"i = base + {u * w * i} + lane * {i}")
         loads.append(fold_items(spec, f"t{u}", "i", None, src, vector=vector, accs=accs,
-                                at=at))
+                                at=at, position=position))
         reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
         first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
             else f"acc = {combine('acc', f't{u}')}"
@@ -244,7 +262,7 @@ def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool
 
 
 def _tile_loop(spec, src: str, vector: int, at, accs: bool, reduce: str = "",
-               multi: str = "") -> str:
+               multi: str = "", position=None) -> str:
     """The loop over a warp's full tiles from ``start`` (after ``multi``, a loop
     over several tiles at a time): each lane folds its items into ``v``,
     ``reduce`` (if any) combines the lanes, and ``v`` is folded into ``acc``;
@@ -268,25 +286,25 @@ def _tile_loop(spec, src: str, vector: int, at, accs: bool, reduce: str = "",
         I=i, WTILE=w * i, combine_acc=combine("acc", "v"), zero=zero(spec),
         multi="\n" + multi.strip("\n") if multi else "",
         fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
-                                     at=at), 1),
+                                     at=at, position=position), 1),
         reduce="\n" + snippet(reduce, 1) if reduce else "",
     )
 
 
 def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
-              at=None, accs: bool = False, lanes: bool = False) -> str:
+              at=None, accs: bool = False, lanes: bool = False, position=None) -> str:
     """One warp's ordered fold of ``src[start:end]`` (locals ``start``, ``end``,
     ``lane``) in warp tiles of ``warp * items``: each lane folds its neighbouring
     items, the warp combines its lanes with shuffles, and lane 0 folds the tile
     into ``acc``, which lane 0 holds at the end when the range is not empty.
     Full tiles are read ``vector`` elements at a time, ``tiles`` of them
-    per loop iteration; ``at`` and ``accs`` as for :func:`fold_items`.
+    per loop iteration; ``at``, ``accs`` and ``position`` as for :func:`fold_items`.
 
     ``lanes``: for commutative ops only (:func:`lane_fold`), each lane keeps its
     own accumulator across tiles and the warp combines its lanes once, at the end.
     """
     if lanes:
-        return lane_fold(spec, dialect, src, vector, at, accs)
+        return lane_fold(spec, dialect, src, vector, at, accs, position)
     i = spec.items
     return render(
         """
@@ -306,16 +324,18 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
         I=i, I1=i - 1, zero=zero(spec),
         tiles=_tile_loop(
             spec, src, vector, at, accs, warp_reduce(spec, dialect, "v", "lane", None),
-            _multi_tile(spec, dialect, src, tiles, vector, at, accs) if tiles > 1 else "",
+            _multi_tile(spec, dialect, src, tiles, vector, at, accs, position)
+            if tiles > 1 else "", position,
         ).strip("\n"),
         combine_acc=combine("acc", "v"),
-        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at), 2),
+        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at,
+                                     position=position), 2),
         reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
     )
 
 
 def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
-              accs: bool = False) -> str:
+              accs: bool = False, position=None) -> str:
     """A warp's fold of ``src[start:end]`` into ``acc`` of lane 0 that *reorders*
     elements, for commutative ops: lane ``l`` folds items ``l*items ...`` of every
     warp tile into its own accumulator, and the warp combines its 32 (or 64)
@@ -341,16 +361,17 @@ def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
         ${reduce}
         """,
         I=i, I1=i - 1, W=w,
-        tiles=_tile_loop(spec, src, vector, at, accs).strip("\n"),
+        tiles=_tile_loop(spec, src, vector, at, accs, position=position).strip("\n"),
         combine_acc=combine("acc", "v"),
-        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at), 2),
+        fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at,
+                                     position=position), 2),
         reduce=warp_reduce(spec, dialect, "acc", "lane", "lanes"),
     )
 
 
 def block_fold(
     spec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
-    vector: int = 1, at=None, accs: bool = False, lanes: bool = False,
+    vector: int = 1, at=None, accs: bool = False, lanes: bool = False, position=None,
 ) -> str:
     """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
     ``n``, never empty) in ``v`` of thread 0. ``chunk`` is a multiple of the tile,
@@ -379,7 +400,8 @@ def block_fold(
         n=n, bstart=bstart, chunk=chunk, NW=spec.warps, zero=zero(spec),
         store_partial=snippet(store(spec, "partials", "warp", "acc", shared=True), 1),
         load_partial=shared_load(spec, "partials", "lane"),
-        fold=warp_fold(spec, dialect, src, tiles, vector, at, accs, lanes).strip("\n"),
+        fold=warp_fold(spec, dialect, src, tiles, vector, at, accs, lanes,
+                       position).strip("\n"),
         sync=dialect.syncthreads(),
         reduce_warps=snippet(
             "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0

@@ -20,13 +20,19 @@ With ``split`` (``parts > 1``: few outputs, many rows) block part ``p`` writes
 ``out[p * M + m]``, and a finishing pass of this same kernel reduces those
 ``parts`` rows of ``M`` partials (``off = so = 0``, ``si = 1``, ``ks = M``). With
 ``initial`` each output is ``op(init[0], fold)``.
+
+With an element map (``mapped``) the element of row ``k`` is reduced as
+``fmap(k, element)``: its position in the output's lane, whatever part it lies
+in. Tuple accumulators go through the helpers of
+:mod:`pyreduce.variants._blocks` (``out``, ``init`` and the partials are then
+record arrays).
 """
 
 from __future__ import annotations
 
 from ..codegen import render
 from ..spec import BatchSpec
-from ._blocks import combine, element, load_items, snippet
+from ._blocks import acc_load, combine, element, load_items, prelude, snippet, store
 from .segments import arguments
 
 __all__ = ["build", "ROWS"]
@@ -37,39 +43,46 @@ ROWS = 4
 
 def _write(spec: BatchSpec, index: str, value: str) -> str:
     if spec.split:
-        return f"out[part * M + {index}] = {value}"
+        return store(spec, "out", f"part * M + {index}", value)
     if spec.initial:
-        return f"out[{index}] = {combine('init[0]', value)}"
-    return f"out[{index}] = {value}"
+        return store(spec, "out", index, combine(acc_load(spec, "init", "0"), value))
+    return store(spec, "out", index, value)
 
 
-def _element(spec: BatchSpec, value: str) -> str:
-    """An element (``value`` holds it) as an accumulator (bfloat16 bits converted;
-    batched reductions take scalar accumulators, so partials read the same way)."""
-    return element(spec, "x", "", value)
+def _element(spec: BatchSpec, index: str, value: str, k: str) -> str:
+    """Element ``x[index]`` of row ``k`` (``value`` holds it) as an accumulator:
+    through the element map, or read as one by a finishing pass."""
+    return element(spec, "x", index, value, spec.finish, k)
 
 
-def _row(spec: BatchSpec, dst: str, first: str) -> tuple[list, list]:
-    """Loads of this thread's ``items`` outputs' elements of the row whose
-    first element is ``x[first]``."""
+def _row(spec: BatchSpec, dst: str, first: str) -> tuple[list, list, list]:
+    """``(loads, values, indices)``: loads of this thread's ``items`` outputs'
+    elements of the row whose first element is ``x[first]``, the expression of
+    each and its index into ``x``."""
     if spec.unit:
-        return load_items(dst, first, "x", spec.items, spec.vector)
-    return [], [f"x[{first}{f' + {j} * si' if j else ''}]" for j in range(spec.items)]
+        index = [f"{first}{f' + {j}' if j else ''}" for j in range(spec.items)]
+        return (*load_items(dst, first, "x", spec.items, spec.vector), index)
+    index = [f"{first}{f' + {j} * si' if j else ''}" for j in range(spec.items)]
+    return [], [f"x[{i}]" for i in index], index
 
 
 def _full(spec: BatchSpec) -> str:
     """Every one of the thread's ``items`` outputs exists: unrolled, no guards."""
     c = spec.items
-    first_loads, first_items = _row(spec, "f", "p")
+    first_loads, first_items, first_index = _row(spec, "f", "p")
     lines = ["p = base + k0 * ks", *first_loads]
-    lines += [f"a{j} = {_element(spec, first_items[j])}" for j in range(c)]
+    lines += [f"a{j} = {_element(spec, first_index[j], first_items[j], 'k0')}"
+              for j in range(c)]
     step_loads, steps = [], []
     for r in range(ROWS):
-        loads, items = _row(spec, f"r{r}", f"p{r}")
+        loads, items, index = _row(spec, f"r{r}", f"p{r}")
         step_loads += [f"p{r} = base + (k + {r}) * ks", *loads]
-        steps += [f"a{j} = {combine(f'a{j}', _element(spec, items[j]))}" for j in range(c)]
-    one_loads, one_items = _row(spec, "q", "p")
-    one = [f"a{j} = {combine(f'a{j}', _element(spec, one_items[j]))}" for j in range(c)]
+        k = f"k + {r}" if r else "k"
+        steps += [f"a{j} = {combine(f'a{j}', _element(spec, index[j], items[j], k))}"
+                  for j in range(c)]
+    one_loads, one_items, one_index = _row(spec, "q", "p")
+    one = [f"a{j} = {combine(f'a{j}', _element(spec, one_index[j], one_items[j], 'k'))}"
+           for j in range(c)]
     writes = [_write(spec, f"m + {j}" if j else "m", f"a{j}") for j in range(c)]
     return render(
         """
@@ -105,14 +118,15 @@ def _tail(spec: BatchSpec) -> str:
             ${write}
             c += 1
         """,
-        first=_element(spec, "x[q + k0 * ks]"),
-        step=combine("a", _element(spec, "x[q + k * ks]")), write=_write(spec, "m + c", "a"),
+        first=_element(spec, "q + k0 * ks", "x[q + k0 * ks]", "k0"),
+        step=combine("a", _element(spec, "q + k * ks", "x[q + k * ks]", "k")),
+        write=snippet(_write(spec, "m + c", "a"), 1).lstrip(),
     )
 
 
 def build(spec: BatchSpec, dialect, name: str) -> str:
     span = spec.block * spec.items
-    return render(
+    return prelude(spec, dialect) + render(
         """
         ${decorator}
         def ${name}(${args}):

@@ -41,13 +41,23 @@ An empty segment's output is ``init[0]``: the caller puts the initial value or
 the identity there (and never launches with an empty segment when there is
 neither). With ``initial`` set every other output is ``op(init[0], fold)``, the
 initial value combined once, on the left.
+
+With an element map (``mapped``) element ``k`` of a segment, ``k = 0 .. L-1``
+counted from the segment's start whatever part it lies in, is reduced as
+``fmap(k, element)``. Accumulators may be tuples: every write of ``out``, read
+of ``init`` or of partials goes through the helpers of
+:mod:`pyreduce.variants._blocks`, so ``out``, ``init`` and the partials are then
+record arrays.
 """
 
 from __future__ import annotations
 
 from ..codegen import render
 from ..spec import BatchSpec
-from ._blocks import block_fold, combine, element, snippet, warp_fold
+from ._blocks import (
+    acc_load, block_fold, combine, copy, element, prelude, shared_decl, snippet, store,
+    warp_fold,
+)
 
 __all__ = ["build", "arguments"]
 
@@ -85,12 +95,26 @@ def _at(spec: BatchSpec):
     return lambda i: f"x[origin + ({i}) * ks]"
 
 
+def _position(spec: BatchSpec):
+    """The element map's index of ``x[i]`` where the folds index ``x`` itself
+    (adjacent elements: ``i`` counts from ``x[0]``), else None (they count from
+    the segment's start already)."""
+    if spec.mapped and spec.unit:
+        return lambda i: f"{i} - origin"
+    return None
+
+
 def _write(spec: BatchSpec, value: str) -> str:
     if spec.split:
-        return f"out[seg * parts + part] = {value}"
+        return store(spec, "out", "seg * parts + part", value)
     if spec.initial:
-        return f"out[seg] = {combine('init[0]', value)}"
-    return f"out[seg] = {value}"
+        return store(spec, "out", "seg", combine(acc_load(spec, "init", "0"), value))
+    return store(spec, "out", "seg", value)
+
+
+def _empty(spec: BatchSpec) -> str:
+    """An empty segment's output: ``init[0]``."""
+    return copy(spec, "out", "seg", "init", "0")
 
 
 def _thread(spec: BatchSpec, dialect) -> str:
@@ -106,15 +130,15 @@ def _thread(spec: BatchSpec, dialect) -> str:
                 while i < length:
                     v = ${step}
                     i += 1
-                ${write}
+        ${write}
             else:
-                out[seg] = init[0]
+        ${empty}
         """,
         bid=dialect.block_idx(), B=spec.block, tid=dialect.thread_idx(),
         locate=snippet(_locate(spec), 1),
         first=element(spec, "x", "0", at("0")),
         step=combine("v", element(spec, "x", "i", at("i"))),
-        write=_write(spec, "v"),
+        write=snippet(_write(spec, "v"), 2), empty=snippet(_empty(spec), 2),
     )
 
 
@@ -132,16 +156,17 @@ def _warp(spec: BatchSpec, dialect) -> str:
         ${fold}
             if lane == 0:
                 if length > 0:
-                    ${write}
+        ${write}
                 else:
-                    out[seg] = init[0]
+        ${empty}
         """,
         tid=dialect.thread_idx(), W=spec.warp, bid=dialect.block_idx(), NW=spec.warps,
         locate=snippet(_locate(spec), 1),
         start="origin" if unit else "0", end="origin + length" if unit else "length",
         fold=snippet(warp_fold(spec, dialect, "x", 1, spec.vector,
-                               None if unit else _at(spec)), 1),
-        write=_write(spec, "acc"),
+                               None if unit else _at(spec), spec.finish,
+                               position=_position(spec)), 1),
+        write=snippet(_write(spec, "acc"), 3), empty=snippet(_empty(spec), 3),
     )
 
 
@@ -149,15 +174,17 @@ def _block(spec: BatchSpec, dialect) -> str:
     unit = spec.unit
     fold = block_fold(
         spec, dialect, "x", n="origin + length" if unit else "length", bstart="bstart",
-        chunk="chunk", vector=spec.vector, at=None if unit else _at(spec),
+        chunk="chunk", vector=spec.vector, at=None if unit else _at(spec), accs=spec.finish,
+        position=_position(spec),
     )
-    empty = "" if spec.split else "elif length == 0:\n    if tid == 0:\n        out[seg] = init[0]"
+    empty = "" if spec.split else ("elif length == 0:\n    if tid == 0:\n"
+                                   + snippet(_empty(spec), 2))
     return render(
         """
         tid = ${tid}
         lane = tid % ${W}
         warp = tid // ${W}
-        partials = ${shared}
+        ${shared}
         seg = ${bid} // parts
         part = ${bid} - seg * parts
         ${locate}
@@ -167,13 +194,14 @@ def _block(spec: BatchSpec, dialect) -> str:
             bstart = ${bstart}
         ${fold}
             if tid == 0:
-                ${write}
+        ${write}
         ${empty}
         """,
-        tid=dialect.thread_idx(), W=spec.warp, shared=dialect.shared_array(spec.warps),
+        tid=dialect.thread_idx(), W=spec.warp, shared=shared_decl(spec, dialect, "partials",
+                                                                  spec.warps),
         bid=dialect.block_idx(), locate=_locate(spec), chunk=_CHUNK,
         bstart="origin + lo" if unit else "lo",
-        fold=snippet(fold, 1), write=_write(spec, "v"), empty=empty,
+        fold=snippet(fold, 1), write=snippet(_write(spec, "v"), 2), empty=empty,
     )
 
 
@@ -182,7 +210,7 @@ _GROUPS = {"thread": _thread, "warp": _warp, "block": _block}
 
 def build(spec: BatchSpec, dialect, name: str) -> str:
     body = _GROUPS[spec.group](spec, dialect)
-    return render(
+    return prelude(spec, dialect) + render(
         """
         ${decorator}
         def ${name}(${args}):
