@@ -6,7 +6,7 @@ configurations (variant, block size, items per thread, grid size) of one
 reduction on the device and records the fastest under a :class:`Key`: the GPU
 (name and compute capability), the input and accumulator dtypes, the op kind
 (each built-in op by name, every user op as ``"user"``) and the size class
-(``floor(log2 n)``). ``variant="auto"`` calls with no other tuning argument then
+(``floor(log2 n)``). Calls without a tuning (no ``variant=`` or ``tuning=``) then
 use it, in this process and in every later one: the choices live in a JSON file
 (:func:`path`: ``$PYREDUCE_TUNING_FILE``, else ``$XDG_CACHE_HOME/pyreduce/`` or
 ``~/.cache/pyreduce/``, ``tuning.json``). :func:`show` lists them and
