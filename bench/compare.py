@@ -248,23 +248,26 @@ def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
             seen = set()
             for variant, block, loads, waves in configs:
                 items = min(32, loads * default_items(np.dtype(case.dtype)))
-                kw = dict(variant=variant, block_size=block, items_per_thread=items,
-                          max_blocks=waves * device.max_grid(block))
-                if tuple(kw.values()) in seen:  # items capped at 32: the same as another
+                tuning = pyreduce.Tuning(variant=variant, block_size=block,
+                                         items_per_thread=items,
+                                         max_blocks=waves * device.max_grid(block))
+                if tuning in seen:  # items capped at 32: the same as another
                     continue
-                seen.add(tuple(kw.values()))
+                seen.add(tuning)
                 if (variant, block, items) not in kernels:
-                    e = pyreduce.explain(x, op, dtype=acc, **kw)
+                    e = pyreduce.explain(x, op, dtype=acc, tuning=tuning)
                     r = e.resources[e.kernels[0].name]
                     kernels[variant, block, items] = dict(
                         registers=r["registers"], local_bytes=r["local_bytes"],
                         blocks_per_sm=r["blocks_per_sm"])
-                got = pyreduce.reduce(x, op, dtype=acc, **kw)
-                rows.append(dict(base, config="tuned", waves=waves, **kw,
+                got = pyreduce.reduce(x, op, dtype=acc, tuning=tuning)
+                rows.append(dict(base, config="tuned", waves=waves, variant=variant,
+                                 block_size=block, items_per_thread=items,
+                                 max_blocks=tuning.max_blocks,
                                  **kernels[variant, block, items],
                                  correct=bool(_close(got, want, case, n)),
                                  GBps=timed(lambda: pyreduce.reduce(
-                                     x, op, dtype=acc, device_result=True, **kw))))
+                                     x, op, dtype=acc, device_result=True, tuning=tuning))))
             mine = [r for r in rows if r["case"] == case.name and r["n"] == n]
             cupy, auto = mine[0], mine[1]
             best = max(mine[2:], key=lambda r: r["GBps"])

@@ -207,8 +207,8 @@ def time_cost(out: str, sizes=TIME_SIZES) -> dict:
             reps = 20 if n <= 2**24 else 5
             configs = {"default": {}, "deterministic": dict(deterministic=True)}
             for items in TIME_ITEMS:
-                configs[f"deterministic i{items}"] = dict(deterministic=True,
-                                                          items_per_thread=items)
+                configs[f"deterministic i{items}"] = dict(
+                    deterministic=True, tuning=pyreduce.Tuning(items_per_thread=items))
             row = dict(dtype=np.dtype(dt).name, n=n, GBps={})
             for name, kw in configs.items():
                 seconds = device_seconds(lambda: pyreduce.sum(d, out=res, **kw), reps=reps)
@@ -220,8 +220,9 @@ def time_cost(out: str, sizes=TIME_SIZES) -> dict:
             want = pyreduce.reference(host, "add").tobytes()
             row["bitwise"] = all(
                 pyreduce.sum(d, deterministic=True, **kw).tobytes() == want
-                for kw in ({}, dict(items_per_thread=16, block_size=1024),
-                           dict(items_per_thread=4, block_size=128, max_blocks=7)))
+                for kw in ({}, dict(tuning=pyreduce.Tuning(items_per_thread=16, block_size=1024)),
+                           dict(tuning=pyreduce.Tuning(items_per_thread=4, block_size=128,
+                                                       max_blocks=7))))
             plan = pyreduce.explain(d, "add", deterministic=True).plan
             row["plan"] = f"{plan.spec.label}, grid {plan.grid}, {plan.passes} passes"
             rows.append(row)

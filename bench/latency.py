@@ -68,7 +68,7 @@ def main(n: int = 2**10) -> None:
 
     import pyreduce
     from pyreduce import backends
-    from pyreduce.api import _DEFAULT_TUNING, prepare
+    from pyreduce.api import prepare
     from pyreduce.backends import results
     from pyreduce.interop import inspect
     from pyreduce.ops import as_monoid
@@ -116,7 +116,7 @@ def main(n: int = 2**10) -> None:
     info = inspect(x)
     monoid = as_monoid("max", info.dtype)
     be = backends.get("auto", on_device=True)
-    call = prepare(info, monoid, None, "auto", _DEFAULT_TUNING, None)
+    call = prepare(info, monoid, None, "auto", pyreduce.Tuning(), None)
     exe = be.executable(call.plan, monoid, call.device)
     stages = [
         ("inspect (read the CuPy array)", lambda: inspect(x)),
@@ -124,7 +124,7 @@ def main(n: int = 2**10) -> None:
         ("backends.get", lambda: backends.get("auto", on_device=True)),
         ("backend.device", lambda: be.device(None)),
         ("prepare (all of the above + plan)", lambda: prepare(info, monoid, None, "auto",
-                                                              _DEFAULT_TUNING, None)),
+                                                              pyreduce.Tuning(), None)),
         ("executable: launch + read result", lambda: exe(call.flat, call.stream)),
     ]
     for name, fn in stages:

@@ -83,7 +83,7 @@ def main(argv=None) -> None:
     from numba import cuda
 
     import pyreduce
-    from pyreduce.api import _DEFAULT_TUNING, prepare
+    from pyreduce.api import prepare
     from pyreduce.interop import inspect
     from pyreduce.ops import as_monoid
 
@@ -105,7 +105,7 @@ def main(argv=None) -> None:
     pyreduce.max(x)
     info = inspect(x)
     monoid = as_monoid("max", info.dtype)
-    call = prepare(info, monoid, None, "auto", _DEFAULT_TUNING, None)
+    call = prepare(info, monoid, None, "auto", pyreduce.Tuning(), None)
     exe = call.backend.executable(call.plan, monoid, call.device)
     exe(call.flat, call.stream)
     pool, ws = exe._workspace(call.stream)

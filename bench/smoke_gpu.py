@@ -51,8 +51,9 @@ def main() -> int:
         check("numba array last", pyreduce.reduce(cuda.as_cuda_array(x), last), host[-1])
         for vec in (True, False):
             for v in pyreduce.variants:
-                got = pyreduce.reduce(x, last, variant=v, vector_loads=None if v in (
-                    "naive", "reduced_divergence", "sequential") else vec)
+                loads = None if v in ("naive", "reduced_divergence", "sequential") else vec
+                got = pyreduce.reduce(x, last, tuning=pyreduce.Tuning(variant=v,
+                                                                      vector_loads=loads))
                 check(f"variant {v} vector={vec}", got, host[-1])
         i8 = cp.asarray(rng.integers(-128, 127, 3_000_001, dtype=np.int8, endpoint=True))
         check("int8 sum -> int64", int(pyreduce.sum(i8)),

@@ -106,8 +106,8 @@ def _parameters(cp, cuda, pyreduce):
             for items in (1, 2, 4, 16):
                 if name == "double_shared" and items == 1:
                     continue
-                t = _time(lambda: pyreduce.sum(xd, device_result=True, variant=name,
-                                               block_size=block, items_per_thread=items), 10)
+                tuning = pyreduce.Tuning(variant=name, block_size=block, items_per_thread=items)
+                t = _time(lambda: pyreduce.sum(xd, device_result=True, tuning=tuning), 10)
                 out.append(dict(variant=name, block=block, items=items, n=PARAM_N,
                                 GBps=x.nbytes / t / 1e9))
     return out

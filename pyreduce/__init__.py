@@ -17,6 +17,7 @@ from .cumulative import cumprod, cumsum, cumulative_sum, scan
 from .deterministic import reference
 from .explain import Explanation, explain
 from .nanstats import count_nonzero, nanargmax, nanargmin, nanmean, nanstd, nanvar, ptp
+from .planner import Tuning
 from .variants import VARIANTS as variants
 from .variants import variant_source
 
@@ -25,7 +26,7 @@ __all__ = [
     "segmented_reduce", "argmax", "argmin", "minmax", "mean", "var", "std", "nansum",
     "nanprod", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp",
     "count_nonzero", "reference", "scan", "cumsum", "cumprod", "cumulative_sum",
-    "explain", "Explanation", "variants", "variant_source", "available", "BackendNotice",
+    "explain", "Explanation", "Tuning", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "warmup", "tuning",
 ]
 

@@ -13,6 +13,8 @@ from .ops import as_monoid, sum_dtype
 from .partial import axes_take
 from .planner import Tuning
 from .prepared import prepare
+from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
+from .tuning_keywords import settle, tuning_of
 
 __all__ = [
     "reduce", "sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "Reduce",
@@ -27,24 +29,21 @@ def reduce(
     identity=None,
     *,
     axis=None,
+    dtype=None,
+    out=None,
     keepdims: bool = False,
-    map=None,
     initial=None,
     where=True,
-    dtype=None,
+    map=None,
     backend: str = "auto",
     device_result: bool = False,
-    out=None,
     stream=None,
-    variant: str = "auto",
-    block_size: int | None = None,
-    items_per_thread: int | None = None,
-    warp_size: int | None = None,
-    max_blocks: int | None = None,
-    vector_loads: bool | None = None,
-    check: bool = False,
     deterministic: bool = False,
+    check: bool = False,
     split_every: int | None = None,
+    variant: str = "auto",
+    tuning: Tuning | None = None,
+    **kwargs,
 ):
     """Reduce the elements of ``x`` with the associative operator ``op``: all of
     them, or along ``axis``.
@@ -72,17 +71,14 @@ def reduce(
             range is ``numpy.exceptions.AxisError``, a repeated one ValueError).
             ``axis=()`` reduces nothing: each element is cast (and combined with
             ``initial``) on its own.
+        dtype: the accumulator and result dtype (default: the input's; ``bool`` for
+            the logical ops). Input values are cast to it as they are loaded. With
+            ``map=``, a tuple of dtypes for a tuple accumulator.
+        out: an array to write the result into, returned: for a reduction to one
+            value an array of one element, else one of the result's shape, of the
+            result's dtype. A NumPy array, or a device array (GPU backends; written
+            on the device, with no allocation; C-contiguous).
         keepdims: keep the reduced axes in the result, with extent 1.
-        map: ``map(i, v)``, applied to element ``v`` at flat index ``i`` as it is
-            loaded: what is reduced is ``map(i, x[i])``. It may return a tuple
-            (a tuple accumulator: ``op`` then combines tuples, and ``identity``
-            and the result are tuples), e.g. ``lambda i, v: (v, i)`` for an
-            argmax. Without ``dtype=`` the accumulator is what ``map`` returns.
-            With ``axis``, ``i`` is the element's position in its lane (0 to
-            ``K - 1``, in C order of the reduced axes), not in ``x``: the
-            index field of ``reduce(x, op, map=lambda i, v: (v, i), axis=1)``
-            is ``np.argmax(x, axis=1)`` for an ``op`` keeping the larger value
-            and, on a tie, the first.
         initial: a value combined once, on the left, like ``functools.reduce``'s
             (with ``axis``: once into each element of the result).
         where: a boolean mask broadcast against ``x``, as NumPy's ``where=``:
@@ -94,9 +90,16 @@ def reduce(
             on the host (``docs/semantics.md``). ``map``'s index ``i`` then
             counts the selected elements (it is the position in ``x[mask]``;
             with ``axis``, among the selected elements of its lane).
-        dtype: the accumulator and result dtype (default: the input's; ``bool`` for
-            the logical ops). Input values are cast to it as they are loaded. With
-            ``map=``, a tuple of dtypes for a tuple accumulator.
+        map: ``map(i, v)``, applied to element ``v`` at flat index ``i`` as it is
+            loaded: what is reduced is ``map(i, x[i])``. It may return a tuple
+            (a tuple accumulator: ``op`` then combines tuples, and ``identity``
+            and the result are tuples), e.g. ``lambda i, v: (v, i)`` for an
+            argmax. Without ``dtype=`` the accumulator is what ``map`` returns.
+            With ``axis``, ``i`` is the element's position in its lane (0 to
+            ``K - 1``, in C order of the reduced axes), not in ``x``: the
+            index field of ``reduce(x, op, map=lambda i, v: (v, i), axis=1)``
+            is ``np.argmax(x, axis=1)`` for an ``op`` keeping the larger value
+            and, on a tie, the first.
         backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce-gpu[rocm]``; compiled
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
         device_result: return the result on the device (GPU backends): a 0-d
@@ -105,38 +108,36 @@ def reduce(
             input, a PyTorch tensor for a PyTorch one, a Numba device array
             otherwise. (With ``axis``, a device input's result is always such an
             array.)
-        out: an array to write the result into, returned: for a reduction to one
-            value an array of one element, else one of the result's shape, of the
-            result's dtype. A NumPy array, or a device array (GPU backends; written
-            on the device, with no allocation; C-contiguous).
         stream: the CUDA stream to launch on: a Numba, CuPy or PyTorch stream or
             a handle. ``None`` (default): the stream the input's producer works on
             (CuPy's or PyTorch's current stream; the default stream otherwise),
             so the reduction follows the work that made its input.
-        variant: a name from ``pyreduce.variants`` (default: the planner's choice).
-        block_size: threads per block (``None``: the planner's choice).
-        items_per_thread: elements each thread folds per step.
-        warp_size: 32, or 64 in the simulator (AMD wavefronts); on ``hip`` the
-            device's wavefront size.
-        max_blocks: an upper bound on the first pass's grid.
-        vector_loads: ``None`` (default): read the input with 16-byte vector loads
-            where it is contiguous and aligned; ``False``: element loads only;
-            ``True``: vector loads or a ValueError. These six tune the GPU kernels
-            (``cuda``, ``sim``); the ``cpu`` backend ignores them.
-        check: before the first use of a user ``op`` with this dtype (and
-            identity), check on a fixed sample of values, on the host, that it is
-            associative and that ``identity`` is one on both sides; a ValueError
-            names the law and a counterexample. Built-in ops skip it.
-            ``pyreduce.testing`` checks more thoroughly.
         deterministic: combine the elements in one fixed tree that depends on the
             size alone (``docs/deterministic.md``), so that a float sum is bitwise
             the same for every block size, items per thread, warp size, grid, GPU
             and backend, and equals ``pyreduce.reference(x, op, ...)``. On a GPU
             it selects variant ``"pairwise"`` (another ``variant=`` is a
             ValueError) and needs items per thread to be a multiple of 4.
+        check: before the first use of a user ``op`` with this dtype (and
+            identity), check on a fixed sample of values, on the host, that it is
+            associative and that ``identity`` is one on both sides; a ValueError
+            names the law and a counterexample. Built-in ops skip it.
+            ``pyreduce.testing`` checks more thoroughly.
         split_every: for a Dask array ``x``, how many neighbouring chunks' results
             one step of Dask's tree combines (``docs/scaling.md``); only for Dask
             arrays.
+        variant: a name from ``pyreduce.variants``: the GPU kernel to run
+            (default ``"auto"``: the planner's choice). The short way to give
+            ``tuning=pyreduce.Tuning(variant=...)``; with a ``tuning`` of
+            another variant it is a ValueError.
+        tuning: a :class:`pyreduce.Tuning`: the variant, block size, items per
+            thread, warp size, grid bound and vector loads of the GPU kernels
+            (``cuda``, ``hip``, ``sim``; the ``cpu`` backend has none and
+            ignores it), each the planner's choice where it is not given.
+            ``None`` (default): the planner chooses all. The keywords
+            ``block_size=``, ``items_per_thread=``, ``warp_size=``,
+            ``max_blocks=`` and ``vector_loads=``, which ``tuning=`` replaces,
+            are still taken, with a DeprecationWarning, until the next release.
 
     Returns:
         A NumPy scalar of the accumulator dtype when the result is one value (no
@@ -169,13 +170,13 @@ def reduce(
             del args["where"]
         return _scale_out("reduce", args)
     return _reduce(inspect(x, masked=True), op, identity, initial, dtype, backend,
-                   device_result, out, stream, variant, block_size, items_per_thread,
-                   warp_size, max_blocks, vector_loads, check, map, deterministic, axis,
-                   keepdims, masked.FOLD, where)
+                   device_result, out, stream, tuning_of("reduce", variant, tuning, kwargs),
+                   check, map, deterministic, axis, keepdims, masked.FOLD, where)
 
 
 #: The keywords of ``reduce`` after ``x``, ``op`` and ``identity``: what the
-#: named reductions pass on to it.
+#: named reductions pass on to it (``variant=`` and the deprecated tuning
+#: keywords settled into ``tuning=`` first: :func:`settle`).
 KEYWORDS = frozenset(reduce.__kwdefaults__)
 
 
@@ -211,8 +212,6 @@ def _scale_out(name: str, args: dict):
     return _SCALE_OUT(name, args)
 
 
-_DEFAULT_TUNING = Tuning()
-
 #: The variant that computes the fixed tree of deterministic=True.
 DETERMINISTIC_VARIANT = "pairwise"
 
@@ -232,27 +231,23 @@ def deterministic_variant(variant: str, deterministic) -> str:
     return DETERMINISTIC_VARIANT
 
 
-def _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
-            vector_loads) -> Tuning:
-    if (variant == "auto" and block_size is None and items_per_thread is None
-            and warp_size is None and max_blocks is None and vector_loads is None):
-        return _DEFAULT_TUNING
-    # checked here, whatever the backend and size, so a typo never passes silently
-    return Tuning(variant, block_size, items_per_thread, warp_size, max_blocks, vector_loads)
+def deterministic_tuning(tuning: Tuning, deterministic) -> Tuning:
+    """``tuning`` with the variant of :func:`deterministic_variant`."""
+    variant = deterministic_variant(tuning.variant, deterministic)
+    return tuning if variant == tuning.variant else tuning.replace(variant=variant)
 
 
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
-            device_result=False, out=None, stream=None, variant="auto", block_size=None,
-            items_per_thread=None, warp_size=None, max_blocks=None, vector_loads=None,
-            check=False, map=None, deterministic=False, axis=None, keepdims=False,
+            device_result=False, out=None, stream=None, tuning=_DEFAULT_TUNING, check=False,
+            map=None, deterministic=False, axis=None, keepdims=False,
             masked_rule=masked.NAMED, where=True):
-    """:func:`reduce` of an inspected input (the named reductions inspect first).
-    ``masked_rule``: what a masked input with nothing unmasked reduces to
-    (:mod:`pyreduce.masked`)."""
+    """:func:`reduce` of an inspected input (the named reductions inspect first),
+    with its :class:`Tuning` (checked already, whatever the backend and size, so
+    that a typo never passes silently). ``masked_rule``: what a masked input
+    with nothing unmasked reduces to (:mod:`pyreduce.masked`)."""
     plain = (axis is None and not keepdims and out is None and map is None and check is False
-             and deterministic is False and variant == "auto" and block_size is None
-             and items_per_thread is None and warp_size is None and max_blocks is None
-             and vector_loads is None and where is True)
+             and deterministic is False and where is True
+             and (tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING))
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.repeat)
         memo_key, result = _repeat(info, op, identity, initial, dtype, backend, stream,
                                    device_result)
@@ -262,11 +257,9 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     if check is not False:
         laws.check_if_requested(monoid, check)
     if deterministic is not False:
-        variant = deterministic_variant(variant, deterministic)
+        tuning = deterministic_tuning(tuning, deterministic)
         if deterministic and is_tuple(monoid.dtype):
             raise ValueError("deterministic=True takes scalar accumulators, not tuples")
-    tuning = _tuning(variant, block_size, items_per_thread, warp_size, max_blocks,
-                     vector_loads)
     host_result = not device_result and (out is None or isinstance(out, np.ndarray))
     if where is not True:  # pyreduce.selection
         left_out = selection.left_out(where, info.shape)
@@ -328,6 +321,7 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
                          kwargs.get("device_result", False))[1]
         if result is not _MISS:
             return result
+    kwargs = settle(name, kwargs)
     check_keywords(name, kwargs, allowed)
     return _reduce(info, op, identity, initial, acc, out=out, axis=axis, keepdims=keepdims,
                    **kwargs)
@@ -475,18 +469,16 @@ def segmented_reduce(
     op,
     identity=None,
     *,
-    initial=None,
     dtype=None,
     map=None,
     out=None,
+    initial=None,
     backend: str = "auto",
     device_result: bool = False,
     stream=None,
-    block_size: int | None = None,
-    items_per_thread: int | None = None,
-    warp_size: int | None = None,
-    max_blocks: int | None = None,
     check: bool = False,
+    tuning: Tuning | None = None,
+    **kwargs,
 ):
     """Reduce each segment ``x[offsets[i] : offsets[i + 1]]`` of the 1-D ``x``
     with ``op``, in order: ``S`` results for ``S + 1`` offsets (the begin and end
@@ -507,7 +499,6 @@ def segmented_reduce(
             ``initial``), device offsets are copied to the host and checked.
         op: as for ``reduce``.
         identity: as for ``reduce``; also the result of an empty segment.
-        initial: combined once, on the left, into every segment's result.
         dtype: the accumulator and result dtype, as for ``reduce``.
         map: ``map(i, v)``, as for ``reduce``, with ``i`` the position of ``v``
             in its segment (``x[offsets[s] + i]``; the unmasked elements of
@@ -516,16 +507,18 @@ def segmented_reduce(
         out: an array of ``S`` elements and the result's dtype to write into,
             returned (a NumPy array, or a device array on a GPU backend; not
             for a tuple accumulator).
+        initial: combined once, on the left, into every segment's result.
         backend: as for ``reduce``.
         device_result: return a device array even for a host ``x`` (GPU
             backends); a device ``x`` always gives one, of its own library.
         stream: as for ``reduce``.
-        block_size: threads per block of the GPU kernels (``None``: the
-            planner's choice).
-        items_per_thread: elements each thread folds per step.
-        warp_size: as for ``reduce``.
-        max_blocks: the grid that a few long segments may be split over.
         check: as for ``reduce``.
+        tuning: a :class:`pyreduce.Tuning` of the GPU kernels, as for
+            ``reduce``: its ``block_size``, ``items_per_thread`` and
+            ``warp_size``, and ``max_blocks``, the grid that a few long
+            segments may be split over. Its ``variant`` must be ``"auto"``
+            (there is one segmented kernel; another is a ValueError). The
+            deprecated keywords ``block_size=``, ... as for ``reduce``.
 
     Returns:
         An array of ``S`` results of the accumulator dtype (for a tuple
@@ -544,18 +537,19 @@ def segmented_reduce(
         ...                           backend="cpu")
         array([ 6, 15])
     """
+    tuning = tuning_of("segmented_reduce", "auto", tuning, kwargs)
     info = inspect(x, masked=True)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:
         laws.check_if_requested(monoid, check)
-    tuning = _tuning("auto", block_size, items_per_thread, warp_size, max_blocks, None)
     run = (masked.reduce_segments if info.mask is not None and info.size
            else partial.reduce_segments)
     return run(info, offsets, monoid, initial, backend, tuning, stream, device_result, out)
 
 
-_TUNED = frozenset({"backend", "stream", "variant", "block_size", "items_per_thread",
-                    "warp_size", "max_blocks", "vector_loads"})
+#: what the structured reductions pass on: backend, stream and the tuning
+#: (``variant=`` and the deprecated tuning keywords settled into it first)
+_TUNED = frozenset({"backend", "stream", "tuning"})
 #: what nansum and nanprod pass on (their map is their own)
 _NAN_KEYWORDS = KEYWORDS - {"map"}
 #: what mean, var and std pass on
@@ -564,7 +558,8 @@ _MOMENTS = _TUNED | {"where"}
 
 def _tuned(kwargs: dict, name: str, allowed=_TUNED) -> dict:
     """The keywords a structured reduction passes on: backend, stream and tuning
-    (and those of ``allowed``)."""
+    (and those of ``allowed``), the tuning settled into one ``tuning``."""
+    kwargs = settle(name, kwargs)
     check_keywords(name, kwargs, allowed)
     return kwargs
 
@@ -574,8 +569,8 @@ def argmax(x, **kwargs):
     ties, like ``np.argmax``: NaN counts as the largest, so the first NaN's index
     if there is one (for complex input, NaN in either part; complex values are
     ordered by the real part, then the imaginary one, as in NumPy). An empty input
-    raises ValueError. Keywords: ``backend``, ``stream`` and the tuning keywords of
-    ``reduce``.
+    raises ValueError. Keywords: ``backend``, ``stream``, ``variant`` and
+    ``tuning``, as for ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.argmax(np.array([3, 9, 1, 9]), backend="cpu"))
@@ -679,6 +674,7 @@ def nansum(x, *, dtype=None, **kwargs):
     if _on_dask(x):
         return _scale_out("nansum", locals())
     info = inspect(x, masked=True)
+    kwargs = settle("nansum", kwargs)
     check_keywords("nansum", kwargs, _NAN_KEYWORDS)
     return _reduce(info, structured.nansum_monoid(info.dtype, dtype), None, **kwargs)
 
@@ -689,6 +685,7 @@ def nanprod(x, *, dtype=None, **kwargs):
     if _on_dask(x):
         return _scale_out("nanprod", locals())
     info = inspect(x, masked=True)
+    kwargs = settle("nanprod", kwargs)
     check_keywords("nanprod", kwargs, _NAN_KEYWORDS)
     return _reduce(info, structured.nanprod_monoid(info.dtype, dtype), None, **kwargs)
 

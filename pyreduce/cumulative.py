@@ -21,15 +21,17 @@ from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
 from .interop import inspect
 from .ops import as_monoid, cast_value, sum_dtype
 from .partial import Result
+from .planner import Tuning
 from .prefix import Scan, scan_rows
+from .tuning_keywords import DEFAULT as DEFAULT_TUNING
+from .tuning_keywords import tuning_of
 
 __all__ = ["scan", "cumsum", "cumprod", "cumulative_sum"]
 
 
 def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
-         initial=None, backend: str = "auto", stream=None, block_size: int | None = None,
-         items_per_thread: int | None = None, warp_size: int | None = None,
-         check: bool = False):
+         initial=None, backend: str = "auto", stream=None, check: bool = False,
+         tuning: Tuning | None = None, **kwargs):
     """The prefix scan of ``x`` with the associative operator ``op``.
 
     Inclusive (the default): ``out[i] = op(...op(op(x[0], x[1]), x[2])..., x[i])``,
@@ -58,10 +60,15 @@ def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
         initial: a value combined once on the left of every scan.
         backend: ``"auto"``, ``"cuda"``, ``"hip"``, ``"sim"`` or ``"cpu"``.
         stream: the stream to launch on (GPU backends), as for ``reduce``.
-        block_size: threads per block of the GPU kernels (default: the
-            device's default block); ``items_per_thread`` (default 4) the
-            elements each thread scans; ``warp_size`` 32, or 64 in the simulator.
         check: check the laws of a user ``op`` first, as ``reduce(check=True)``.
+        tuning: a :class:`pyreduce.Tuning` of the GPU kernels: its
+            ``block_size`` (default: the device's default block),
+            ``items_per_thread`` (default 4: the elements each thread scans) and
+            ``warp_size`` (32, or 64 in the simulator). A scan has one kernel
+            and no grid bound: a Tuning with a ``variant``, ``max_blocks`` or
+            ``vector_loads`` is a ValueError. The deprecated keywords
+            ``block_size=``, ``items_per_thread=`` and ``warp_size=``: as for
+            ``reduce``.
 
     Returns:
         An array of the accumulator dtype: of ``x``'s shape with ``axis``, 1-D
@@ -84,9 +91,10 @@ def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
         array([[ 1, 12],
                [ 3, 34]])
     """
+    tuning = _scan_tuning("scan", tuning, kwargs)
     info = inspect(x)
     return _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream,
-                 block_size, items_per_thread, warp_size, check)
+                 tuning, check)
 
 
 def cumsum(x, axis=None, dtype=None, **kwargs):
@@ -134,22 +142,40 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, **kwar
 
 
 #: the keywords of :func:`scan` the named scans pass on
-_KEYWORDS = ("backend", "stream", "block_size", "items_per_thread", "warp_size")
+_KEYWORDS = ("backend", "stream", "tuning")
+
+#: what a Tuning may set for a scan (the others are a reduction's)
+_SCAN_FIELDS = ("block_size", "items_per_thread", "warp_size")
+
+
+def _scan_tuning(name: str, tuning, deprecated: dict) -> Tuning:
+    """The checked Tuning of a scan: of its fields, those a scan has."""
+    for key in deprecated:
+        if key not in _SCAN_FIELDS:
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+    tuning = tuning_of(name, "auto", tuning, deprecated)
+    for field in ("variant", "max_blocks", "vector_loads"):
+        if getattr(tuning, field) != getattr(DEFAULT_TUNING, field):
+            raise ValueError(f"{name}(): a scan has one kernel and no grid bound; "
+                             f"tuning={tuning!r} sets {field}, which only reductions take")
+    return tuning
 
 
 def _named(name, op, info, axis, dtype, kwargs, include_initial=False):
+    kwargs = dict(kwargs)
+    tuning = kwargs.pop("tuning", None)
+    deprecated = {k: kwargs.pop(k) for k in _SCAN_FIELDS if k in kwargs}
     for key in kwargs:
         if key not in _KEYWORDS:
             raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
     acc = sum_dtype(info.dtype) if dtype is None else dtype
     return _scan(info, op, None, axis, acc, True, None, kwargs.get("backend", "auto"),
-                 kwargs.get("stream"), kwargs.get("block_size"),
-                 kwargs.get("items_per_thread"), kwargs.get("warp_size"), False,
+                 kwargs.get("stream"), _scan_tuning(name, tuning, deprecated), False,
                  include_initial)
 
 
-def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, block_size,
-          items_per_thread, warp_size, check, include_initial=False):
+def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, tuning,
+          check, include_initial=False):
     """:func:`scan` of an inspected input; ``include_initial``: each line
     starts with ``initial`` (or the identity), and is one longer."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
@@ -197,9 +223,9 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
         host = bfloat16_to_float32(host) if is_bfloat16(info.dtype) else host
         rows = _rows(host, axis)
         return finish(cpu_scan_rows(rows, monoid, init, exclusive=not inclusive))
-    device = be.device(warp_size)
-    call = Scan(be, device, monoid, block_size or device.default_block,
-                items_per_thread or 4, stream)
+    device = be.device(tuning.warp_size)
+    call = Scan(be, device, monoid, tuning.block_size or device.default_block,
+                tuning.items_per_thread or 4, stream)
     call.spec(info.dtype, False, False, init is not None)  # a bad tuning: ValueError here
     if moved is None:
         src = be.flat_input(info, stream)

@@ -59,15 +59,17 @@ from .deterministic import LEAF, nodes_root
 from .dtypes import as_value, check_dtype, default_accumulator, is_tuple
 from .interop import inspect
 from .ops import Monoid, as_monoid, cast_value, sum_dtype
+from .planner import Tuning
+from .tuning_keywords import DEFAULT as DEFAULT_TUNING
+from .tuning_keywords import settle
 
 __all__ = ["call", "run"]
 
-#: The keywords every reduction of a Dask array takes, with their defaults.
-_TUNING = {"variant": "auto", "block_size": None, "items_per_thread": None, "warp_size": None,
-           "max_blocks": None, "vector_loads": None}
+#: The keywords every reduction of a Dask array takes, with their defaults
+#: (``variant=`` and the deprecated tuning keywords settled into ``tuning`` first).
 _OPTIONS = {"axis": None, "keepdims": False, "initial": None, "backend": "auto",
             "device_result": False, "out": None, "stream": None, "check": False,
-            "deterministic": False, "split_every": None, **_TUNING}
+            "deterministic": False, "split_every": None, "tuning": DEFAULT_TUNING}
 #: What a lazy result cannot take: each has no meaning before the value exists.
 _REFUSED = {
     "out": "out= does not apply to a Dask array: the result is a new lazy Dask array",
@@ -166,7 +168,7 @@ class _Call:
 
     name: str
     backend: str
-    tuning: dict  # variant (the fixed tree's, for deterministic=True) and the others
+    tuning: Tuning  # with the fixed tree's variant, for deterministic=True
     deterministic: bool
     initial: object  # a value of the accumulator dtype, or None
     split_every: int
@@ -191,7 +193,7 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
         _scalar_along_axes(monoid, name)
     raw = _raw(monoid)
     if not axes:  # axis=(): each element on its own
-        each = _Chunks(raw, (), call.backend, dict(call.tuning, initial=call.initial))
+        each = _Chunks(raw, (), call.backend, dict(tuning=call.tuning, initial=call.initial))
         return x.map_blocks(each, dtype=raw.dtype, meta=_meta(x._meta, x.ndim, raw.dtype),
                             token="pyreduce-" + name)
     if any(x.shape[a] == 0 for a in axes):
@@ -212,6 +214,7 @@ def _scalar_along_axes(monoid: Monoid, name: str) -> None:
 
 
 def _options(name: str, options: dict) -> dict:
+    options = settle(name, options)
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"{name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -228,12 +231,11 @@ def _checked(x, monoid: Monoid, o: dict, name: str, index: bool) -> _Call:
     worker when the graph runs."""
     if o["backend"] not in BACKENDS:
         raise ValueError(f"unknown backend {o['backend']!r}; choose from {', '.join(BACKENDS)}")
-    tuning = {k: o[k] for k in _TUNING}
-    api._tuning(**tuning)
+    tuning = o["tuning"]
     laws.check_if_requested(monoid, o["check"])
     deterministic = o["deterministic"]
     if deterministic is not False:
-        tuning["variant"] = api.deterministic_variant(o["variant"], deterministic)
+        tuning = api.deterministic_tuning(tuning, deterministic)
         if deterministic and is_tuple(monoid.dtype):
             raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     initial = None if o["initial"] is None else cast_value(o["initial"], monoid.dtype, "initial")
@@ -429,7 +431,7 @@ def _partials(x, raw: Monoid, inner, call: _Call):
     whole = len(inner) == x.ndim  # one host value per chunk
     starts = tuple(tuple(np.cumsum((0,) + c[:-1])) for c in x.chunks) if call.index else None
     each = _Chunks(raw, None if whole else inner, call.backend,
-                   dict(call.tuning, deterministic=call.deterministic), starts,
+                   dict(tuning=call.tuning, deterministic=call.deterministic), starts,
                    x.shape if call.index else None)
     chunks = tuple((1,) * x.numblocks[a] if a in inner else c for a, c in enumerate(x.chunks))
     meta = np.empty((0,) * x.ndim, raw.dtype) if whole else _meta(x._meta, x.ndim, raw.dtype)

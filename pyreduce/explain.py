@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from .api import KEYWORDS, check_keywords, deterministic_variant
+from .api import KEYWORDS, check_keywords, deterministic_tuning
 from .axes import normalize_axes
 from .batch import describe_plan
 from .interop import inspect
 from .masked import compressed
 from .ops import as_monoid
 from .partial import prepare_axes
-from .planner import Plan, Tuning
+from .planner import Plan
 from .prepared import prepare
+from .tuning_keywords import DEFAULT as DEFAULT_TUNING
+from .tuning_keywords import settle
 
 __all__ = ["Explanation", "explain"]
 
@@ -104,14 +106,14 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     >>> e.backend, float(e.result)
     ('cpu', 10.0)
     """
+    kwargs = settle("explain", kwargs)
     check_keywords("explain", kwargs, _KEYWORDS)
     info = _unmasked(inspect(x, masked=True), kwargs)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=kwargs.get("dtype"),
                        map=kwargs.get("map"))
+    tuning = kwargs.get("tuning", DEFAULT_TUNING)
     if "deterministic" in kwargs:
-        kwargs = dict(kwargs, variant=deterministic_variant(kwargs.get("variant", "auto"),
-                                                            kwargs["deterministic"]))
-    tuning = Tuning(*(kwargs.get(f.name, f.default) for f in dataclasses.fields(Tuning)))
+        tuning = deterministic_tuning(tuning, kwargs["deterministic"])
     axis, keepdims = kwargs.get("axis"), kwargs.get("keepdims", False)
     axes = normalize_axes(axis, len(info.shape))
     if len(axes) < len(info.shape):

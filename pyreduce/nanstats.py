@@ -5,8 +5,8 @@ the tuple accumulators of :mod:`pyreduce.structured`: ``nanmean``, ``nanvar``,
 Like ``mean``, ``argmax`` and ``minmax``, each reduces every element to one value
 (no ``axis=``, except ``count_nonzero``), in one pass, on every backend, and
 returns it on the host: ``device_result=`` and ``out=`` are not taken.
-They take ``backend=``, ``stream=`` and the tuning keywords of
-:func:`pyreduce.reduce`. A masked array's unmasked elements are reduced, and a
+They take ``backend=``, ``stream=``, ``variant=`` and ``tuning=``, as
+:func:`pyreduce.reduce` does. A masked array's unmasked elements are reduced, and a
 Dask array gives a lazy result, as for the other reductions
 (``docs/semantics.md``).
 """
@@ -24,7 +24,8 @@ __all__ = ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "coun
 
 def _whole(name: str, x, monoid_of, kwargs: dict, rule=masked.NAMED):
     """``x`` reduced to one value with the monoid ``monoid_of(dtype)``; ``kwargs``
-    are the call's backend, stream and tuning keywords."""
+    are the call's backend, stream and tuning keywords (``variant=``,
+    ``tuning=``)."""
     info = inspect(x, masked=True)
     return _reduce(info, monoid_of(info.dtype), None, masked_rule=rule,
                    **_tuned(kwargs, name))
@@ -42,8 +43,8 @@ def nanmean(x, **kwargs):
     for float16 and bfloat16 input, where NumPy returns float16); integers and
     bools have no NaN, so their mean is ``mean``'s. An empty or all-NaN input
     gives NaN with NumPy's RuntimeWarning ("Mean of empty slice"). No ``axis=``:
-    every element is reduced. Keywords: ``backend``, ``stream`` and the tuning
-    keywords of ``reduce``.
+    every element is reduced. Keywords: ``backend``, ``stream``, ``variant`` and
+    ``tuning``, as for ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nanmean(np.array([1.0, np.nan, 3.0]), backend="cpu"))
@@ -156,7 +157,7 @@ def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):
     ``keepdims=True`` is computed the same way, with or without ``axis``
     (NumPy's ``[[n]]`` for every axis of a 2-D input). A masked array's masked elements are not
     counted (NumPy's ``count_nonzero`` counts them). Keywords: ``backend``,
-    ``stream`` and the tuning keywords of ``reduce``.
+    ``stream``, ``variant`` and ``tuning``, as for ``reduce``.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.count_nonzero(np.array([0.0, -0.0, np.nan, 2.0, 0.0]), backend="cpu"))

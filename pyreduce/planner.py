@@ -47,9 +47,52 @@ class DeviceInfo:
         return self.sm_count * per_sm
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False)
 class Tuning:
-    """Optional overrides of the planner's choices (``None``: let it choose)."""
+    """How the GPU kernels of a reduction are laid out, where the planner's choice
+    is not wanted: ``pyreduce.Tuning``, passed to ``reduce`` (and every named
+    reduction, scan and ``explain``) as ``tuning=``.
+
+    Every field is optional; what is left out (``None``, ``variant="auto"``) the
+    planner chooses, as without a ``tuning=``. A Tuning only tunes: the result
+    of a reduction is the same whatever its fields (up to float rounding, which
+    depends on the grouping of the elements; ``deterministic=True`` removes
+    that). The ``cpu`` backend has no kernels and ignores it.
+
+    Fields, each checked when the Tuning is made (a ``TypeError`` for a value
+    of the wrong type, a ``ValueError`` for one out of range, naming the field):
+
+    * ``variant``: a name from ``pyreduce.variants`` (``"naive"``, ...,
+      ``"last_block"``), or ``"auto"``. ``reduce(..., variant=name)`` is the
+      short way to give it alone.
+    * ``block_size``: threads per block, one of 32, 64, 128, 256, 512, 1024, a
+      multiple of the warp size.
+    * ``items_per_thread``: elements each thread folds per step, one of 1, 2, 4,
+      8, 16, 32 (some variants need a multiple of 2 or 4).
+    * ``warp_size``: 32, or 64 in the simulator (AMD wavefronts); on ``hip``
+      the device's wavefront size.
+    * ``max_blocks``: an upper bound (at least 1) on the first pass's grid.
+    * ``vector_loads``: ``None``: 16-byte vector loads where the input is
+      contiguous and aligned; ``False``: element loads only; ``True``: vector
+      loads, or a ``ValueError`` where none fits.
+
+    A Tuning is frozen and hashable: plans and kernels are cached by it, and one
+    value serves many calls. :meth:`replace` gives a changed copy.
+
+    Example:
+        >>> import numpy as np, pyreduce
+        >>> t = pyreduce.Tuning(block_size=64, items_per_thread=2)
+        >>> t
+        Tuning(block_size=64, items_per_thread=2)
+        >>> int(pyreduce.sum(np.arange(1000), tuning=t, backend="cpu"))
+        499500
+        >>> t.replace(variant="naive")
+        Tuning(variant='naive', block_size=64, items_per_thread=2)
+        >>> pyreduce.Tuning(block_size=48)
+        Traceback (most recent call last):
+            ...
+        ValueError: block size (block_size=48) must be one of (32, 64, 128, 256, 512, 1024)
+    """
 
     variant: str = "auto"
     block_size: int | None = None
@@ -60,6 +103,8 @@ class Tuning:
     vector_loads: bool | None = None
 
     def __post_init__(self):
+        if not isinstance(self.variant, str):
+            raise TypeError(f"variant= must be a variant's name (a str), got {self.variant!r}")
         if self.variant != "auto" and self.variant not in VARIANTS:
             raise ValueError(
                 f"unknown variant {self.variant!r}; known: auto, {', '.join(VARIANTS)}"
@@ -73,8 +118,21 @@ class Tuning:
             if value < 1 or (allowed and value not in allowed):
                 need = f"one of {allowed}" if allowed else "at least 1"
                 raise ValueError(f"{label} ({field}={value}) must be {need}")
-        if self.vector_loads not in (None, True, False):
-            raise TypeError(f"vector_loads= must be True, False or None, got {self.vector_loads!r}")
+            object.__setattr__(self, field, int(value))  # a NumPy int: one key, one repr
+        if self.vector_loads is not None:
+            if not isinstance(self.vector_loads, (bool, np.bool_)):
+                raise TypeError(
+                    f"vector_loads= must be True, False or None, got {self.vector_loads!r}")
+            object.__setattr__(self, "vector_loads", bool(self.vector_loads))
+
+    def replace(self, **changes) -> Tuning:
+        """A copy with ``changes`` (fields by name), checked as a new Tuning is."""
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self):
+        given = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                 if getattr(self, f.name) != f.default]
+        return f"Tuning({', '.join(given)})"
 
 
 _TUNABLE = (
@@ -270,8 +328,8 @@ def recorded_tuning(device, in_dtype, acc_dtype, op_key, n: int) -> Tuning | Non
     found = tuned.lookup(device, in_dtype, acc_dtype, op_key, n)
     if found is None:
         return None
-    return Tuning(found.variant, found.block_size, found.items_per_thread, None,
-                  found.max_blocks)
+    return Tuning(variant=found.variant, block_size=found.block_size,
+                  items_per_thread=found.items_per_thread, max_blocks=found.max_blocks)
 
 
 def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align) -> Plan:

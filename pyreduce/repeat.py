@@ -16,7 +16,9 @@ On the ``cuda`` backend a repeat whose plan is one launch runs in one step
 
 Only the plain call comes here: a reduction to one value on a GPU backend, with
 no ``axis``, ``keepdims``, ``out``, ``map``, ``check``, ``deterministic`` or
-tuning keyword. The memo holds its keys (a weak reference to a user's operator,
+tuning (``variant=``, ``tuning=``): the call shape leaves the tuning out, so
+a tuned call always takes the full path and never finds a plain call's
+decisions. The memo holds its keys (a weak reference to a user's operator,
 a stream object) and their decisions for at most :data:`LIMIT` call shapes, the
 least recently used dropped first, an operator's as soon as it is garbage; it is
 emptied whenever plans are forgotten (:func:`pyreduce.cache_clear`, new

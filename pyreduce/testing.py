@@ -20,6 +20,7 @@ hypothesis``, or ``pyreduce-gpu[test]``); ``import pyreduce`` does not import it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
@@ -44,6 +45,8 @@ from .laws import (
 )
 from .dtypes import BFLOAT16
 from .ops import as_monoid, cast_value, check_dtype
+from .planner import Tuning
+from .tuning_keywords import warn_deprecated
 from .variants import VARIANTS
 
 __all__ = [
@@ -53,7 +56,7 @@ __all__ = [
 
 #: The tuning ``check_backends`` uses in the simulator, where every CUDA thread
 #: is a Python thread: tiles of 128 elements, at most three blocks.
-SIM_TUNING = {"block_size": 64, "items_per_thread": 2, "max_blocks": 3}
+SIM_TUNING = Tuning(block_size=64, items_per_thread=2, max_blocks=3)
 
 # per backend: the largest array and the examples per variant, unless given
 _MAX_SIZE = {"sim": 400, "cpu": 2000}
@@ -355,11 +358,33 @@ def _call_text(kwargs: dict, initial) -> str:
     args = ["x", "op"]
     if initial is not None:
         args.append(f"initial={initial}")
-    args += [f"{k}={v!r}" for k, v in kwargs.items()]
-    return f"pyreduce.reduce({', '.join(args)})"
+    return f"pyreduce.reduce({', '.join(args + [_keywords(kwargs)])})"
 
 
-_TUNABLE = ("block_size", "items_per_thread", "warp_size", "max_blocks")
+def _keywords(kwargs: dict) -> str:
+    """``kwargs`` as a call would spell them (``tuning=pyreduce.Tuning(...)``)."""
+    return ", ".join(f"{k}=pyreduce.{v!r}" if isinstance(v, Tuning) else f"{k}={v!r}"
+                     for k, v in kwargs.items())
+
+
+def _given(tuning) -> dict:
+    """The fields ``tuning`` (a Tuning, or None) sets, to lay over the default
+    tuning of a backend; ``variants=`` names the variants."""
+    if tuning is None:
+        return {}
+    if isinstance(tuning, dict):  # before tuning= took a Tuning
+        given = tuning
+        tuning = Tuning(**given)
+        warn_deprecated(f"check_backends(tuning={given!r}) is deprecated: pass "
+                        f"tuning=pyreduce.{tuning!r}")
+    if not isinstance(tuning, Tuning):
+        raise TypeError(f"tuning must be a pyreduce.Tuning, got {tuning!r}")
+    if tuning.variant != "auto":
+        raise ValueError(f"tuning={tuning!r} names a variant: pass variants=[...] instead "
+                         "(each is checked with the rest of the tuning)")
+    default = Tuning()
+    return {f.name: getattr(tuning, f.name) for f in dataclasses.fields(Tuning)
+            if getattr(tuning, f.name) != getattr(default, f.name)}
 
 
 def _runs(backends, variants, tuning, commutative=True):
@@ -377,25 +402,20 @@ def _runs(backends, variants, tuning, commutative=True):
     for v in chosen:
         if v not in VARIANTS:
             raise ValueError(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
-    if tuning is not None and not isinstance(tuning, dict):
-        raise TypeError(f"tuning must be a dict of reduce() keywords, got {tuning!r}")
-    unknown = set(tuning or ()) - set(_TUNABLE)
-    if unknown:
-        raise TypeError(f"tuning keys {sorted(unknown)} are not tuning keywords of reduce() "
-                        f"({', '.join(_TUNABLE)})")
+    given = _given(tuning)
     for name in names:
         if name == "cpu":
             yield name, None, {"backend": "cpu"}
             continue
-        base = dict(SIM_TUNING if name == "sim" else {})
-        base.update(tuning or {})
+        base = (SIM_TUNING if name == "sim" else Tuning()).replace(**given)
         for v in chosen:
-            kwargs = {"backend": name, "variant": v, **base}
+            each = base
             multiple = VARIANTS[v].items_multiple
-            if kwargs.get("items_per_thread") and kwargs["items_per_thread"] % multiple:
+            items = each.items_per_thread
+            if items and items % multiple:
                 # several shared slots per thread, or whole leaves, need a multiple
-                kwargs["items_per_thread"] += multiple - kwargs["items_per_thread"] % multiple
-            yield name, v, kwargs
+                each = each.replace(items_per_thread=items + multiple - items % multiple)
+            yield name, v, {"backend": name, "variant": v, "tuning": each}
 
 
 def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tuning=None,
@@ -415,11 +435,13 @@ def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tu
 
     ``backends`` defaults to ``pyreduce.available()``, ``variants`` (GPU
     backends) to every one in ``pyreduce.variants`` that takes the op (one that
-    reorders takes the built-ins only). ``tuning`` is a dict of
-    ``reduce`` keywords for the GPU backends (in the simulator, by default,
-    ``SIM_TUNING``); ``items_per_thread`` is rounded up to what each variant
-    accepts. ``max_examples`` arrays are tried per backend and variant (default
-    50 on ``cpu``, 5 on ``sim``, 10 on a GPU); the first mismatch is shrunk to a
+    reorders takes the built-ins only). ``tuning`` is a
+    :class:`pyreduce.Tuning` for the GPU backends, without a variant; the
+    fields it sets are laid over ``SIM_TUNING`` in the simulator, and its
+    ``items_per_thread`` is rounded up to what each variant accepts. (A dict
+    of the same fields is still taken, with a DeprecationWarning.)
+    ``max_examples`` arrays are tried per backend and variant (default 50 on
+    ``cpu``, 5 on ``sim``, 10 on a GPU); the first mismatch is shrunk to a
     minimal one and raised as ``OpCheckError``, naming the call, the array
     and both results.
 
@@ -476,7 +498,7 @@ def check_backends(op, dtype, identity=None, *, backends=None, variants=None, tu
 def _check_empty(op, dt, monoid, identity, kwargs):
     """An empty input returns the identity (given or inferred), or raises
     ValueError where there is none."""
-    options = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    options = _keywords(kwargs)
     given = "" if identity is None else f"identity={identity}, "
     call = f"pyreduce.reduce(empty, op, {given}{options})"
     try:

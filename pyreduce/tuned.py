@@ -5,7 +5,7 @@ A recorded :class:`Choice` (variant, block size, items per thread, grid size)
 stands under a :class:`Key`: the GPU (name and compute capability), the input
 and accumulator dtypes, the op kind (each built-in op by name, every user op as
 ``"user"``) and the size class (``floor(log2 n)``). The planner reads it
-(:func:`lookup`) for ``variant="auto"`` calls with no other tuning argument; the
+(:func:`lookup`) for calls without a tuning (no ``variant=`` or ``tuning=``); the
 tuner (:func:`pyreduce.tuning.tune`) writes it. The choices live in a JSON file
 (:func:`path`: ``$PYREDUCE_TUNING_FILE``, else ``$XDG_CACHE_HOME/pyreduce/`` or
 ``~/.cache/pyreduce/``, ``tuning.json``). The same file keeps, per machine, the

@@ -6,7 +6,7 @@ configurations (variant, block size, items per thread, grid size) of one
 reduction on the device and records the fastest under a :class:`Key`: the GPU
 (name and compute capability), the input and accumulator dtypes, the op kind
 (each built-in op by name, every user op as ``"user"``) and the size class
-(``floor(log2 n)``). ``variant="auto"`` calls with no other tuning argument then
+(``floor(log2 n)``). Calls without a tuning (no ``variant=`` or ``tuning=``) then
 use it, in this process and in every later one: the choices live in a JSON file
 (:func:`path`: ``$PYREDUCE_TUNING_FILE``, else ``$XDG_CACHE_HOME/pyreduce/`` or
 ``~/.cache/pyreduce/``, ``tuning.json``). :func:`show` lists them and
@@ -87,13 +87,14 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     auto = auto_variant(info.dtype, monoid.dtype, info.size, device)
     block = auto.block_on(device, device.warp)
     tiles = -(-info.size // (block * auto.items))
-    tunings = [Tuning(auto.variant, block, auto.items, None,
-                      auto.max_blocks(device, block, tiles))]
+    tunings = [Tuning(variant=auto.variant, block_size=block, items_per_thread=auto.items,
+                      max_blocks=auto.max_blocks(device, block, tiles))]
     for variant, block, factor, waves in candidates:
         items = min(16, default_items(np.dtype(info.dtype)) * factor)
         block = max(block, device.warp)
         max_blocks = None if waves is None else waves * device.max_grid(block)
-        tunings.append(Tuning(variant, block, items, None, max_blocks))
+        tunings.append(Tuning(variant=variant, block_size=block, items_per_thread=items,
+                              max_blocks=max_blocks))
     best = None
     for tuning in dict.fromkeys(tunings):
         variant, block, items, max_blocks = (tuning.variant, tuning.block_size,

@@ -28,6 +28,8 @@ import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
 
+import pyreduce
+
 from numpy_compare import check, check_refused, device_keeps_byte_order
 from oracles import P
 
@@ -195,15 +197,16 @@ def inputs(draw, backend: str, dtypes=DTYPES, layouts=LAYOUTS, ndims=(0, 1, 2, 3
 
 @st.composite
 def tunings(draw, backend: str) -> dict:
-    """Kernel tuning keywords for the simulator (small blocks and grids, so that
-    small inputs span several blocks and passes, and 64-lane warps); none for
-    the other backends, which take their planners' choices."""
+    """Keywords with a kernel tuning for the simulator (small blocks and grids, so
+    that small inputs span several blocks and passes, and 64-lane warps); none
+    for the other backends, which take their planners' choices."""
     if backend != "sim" or draw(st.booleans()):
         return {}
     warp = draw(st.sampled_from([32, 64]))
-    return {"warp_size": warp, "block_size": draw(st.sampled_from([warp, 2 * warp])),
-            "items_per_thread": draw(st.sampled_from([1, 2, 4])),
-            "max_blocks": draw(st.sampled_from([1, 2, 3, 5]))}
+    return {"tuning": pyreduce.Tuning(
+        warp_size=warp, block_size=draw(st.sampled_from([warp, 2 * warp])),
+        items_per_thread=draw(st.sampled_from([1, 2, 4])),
+        max_blocks=draw(st.sampled_from([1, 2, 3, 5])))}
 
 
 @st.composite

@@ -8,6 +8,7 @@ reference, so any reordering or dropped element shows.
 import numpy as np
 
 import pyreduce
+from pyreduce import Tuning
 
 P = 1000003
 
@@ -38,7 +39,7 @@ def affine_data(n, seed=0):
 
 
 #: A tuning the simulator runs quickly (each simulated thread is a Python thread).
-SIM_TUNING = dict(block_size=64, max_blocks=3)
+SIM_TUNING = Tuning(block_size=64, max_blocks=3)
 
 
 def on(backend, variant=None, **extra):
@@ -46,7 +47,7 @@ def on(backend, variant=None, **extra):
     ``variant`` where the backend has variants (the cpu backend has none)."""
     out = {"backend": backend, **extra}
     if backend == "sim":
-        out.update(SIM_TUNING)
+        out["tuning"] = SIM_TUNING
     if variant is not None and backend != "cpu":
         out["variant"] = variant
     return out

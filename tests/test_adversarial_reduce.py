@@ -205,7 +205,8 @@ def test_deterministic_sums_agree_bit_for_bit(x, t):
         return
     host = x.view(x.base())
     want = pyreduce.reference(host, "add")
-    tuning = dict(zip(("warp_size", "block_size", "items_per_thread", "max_blocks"), t))
+    tuning = {"tuning": pyreduce.Tuning(
+        **dict(zip(("warp_size", "block_size", "items_per_thread", "max_blocks"), t)))}
     calls = [("cpu", host, {}), ("sim", host, tuning)]
     if not (x.layout == "byteswapped" and adv.swappable(x.dtype)):  # refused on a device
         calls.append(("sim", x.view(to_device(x.base())), tuning))

@@ -507,8 +507,7 @@ def run_example(data, backend: str, variant: str | None):
                  255, 256, 257]
     else:
         tuning = data.draw(tuning_strategy(backend, variant), label="tuning")
-        kwargs.update({k: v for k, v in tuning.items() if v is not None})
-        kwargs["variant"] = variant
+        kwargs["tuning"] = pyreduce.Tuning(variant=variant, **tuning)
         limit = SIZE_LIMIT[backend]
         edges = edge_sizes(*effective(backend, tuning, dt, variant), limit)
     n = data.draw(
@@ -634,7 +633,7 @@ def test_every_op_and_dtype(backend, name, dt):
         before = buf.copy()
         kwargs = {"backend": backend}
         if backend == "sim":
-            kwargs.update(block_size=64, items_per_thread=2, max_blocks=3)
+            kwargs["tuning"] = pyreduce.Tuning(block_size=64, items_per_thread=2, max_blocks=3)
         got = pyreduce.reduce(buf[::-1], op, **kwargs)
         assert_same(got, reference(case.ref(acc), d, acc), acc, bits=case.bits)
         assert buf.tobytes() == before.tobytes()
@@ -651,7 +650,7 @@ def test_layouts_order_sensitive(backend, layout):
     want = functools.reduce(_affine, d.tolist())
     kwargs = {"backend": backend}
     if backend == "sim":
-        kwargs.update(block_size=64, items_per_thread=1, max_blocks=4)
+        kwargs["tuning"] = pyreduce.Tuning(block_size=64, items_per_thread=1, max_blocks=4)
     assert int(pyreduce.reduce(view(buf), _affine, **kwargs)) == want
     assert buf.tobytes() == before.tobytes()
     if backend != "cpu":

@@ -30,7 +30,7 @@ from pyreduce import opkey, ops
 from pyreduce.cache import KERNELS, KERNELS_MAXSIZE, MEMOS, CacheInfo, KernelCache, Memo
 
 # a small device for the simulator: every sim call below runs this tuning
-SIM = dict(block_size=64, items_per_thread=2, max_blocks=3)
+SIM = dict(tuning=pyreduce.Tuning(block_size=64, items_per_thread=2, max_blocks=3))
 TILE = 128  # block_size * items_per_thread: sizes below straddle its edges
 
 
@@ -365,7 +365,7 @@ def _closure_over(table):
 
 
 #: one block of one warp: the cheapest simulated launch, for many calls
-TINY = dict(block_size=32, items_per_thread=1, max_blocks=1)
+TINY = dict(tuning=pyreduce.Tuning(block_size=32, items_per_thread=1, max_blocks=1))
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ def _jobs(backend):
             variants = list(pyreduce.variants) if kind >= 2 else ORDERED  # 0, 1: user ops
             variant = variants[i % len(variants)]
             multiple = pyreduce.variants[variant].items_multiple
-            extra.update(
+            extra["tuning"] = pyreduce.Tuning(
                 warp_size=[32, 64][i % 2], block_size=[64, 128][i % 2 if i % 3 else 0],
                 variant=variant, items_per_thread=-(-[1, 2, 4][i % 3] // multiple) * multiple,
                 max_blocks=[1, 2, 4][i % 3],
@@ -116,7 +116,7 @@ def test_concurrent_first_use_of_a_new_op_builds_once(backend):
     x = np.arange(1, 301, dtype=np.int64)
     extra = {"backend": backend}
     if backend == "sim":
-        extra.update(block_size=64, items_per_thread=2, max_blocks=3)
+        extra["tuning"] = pyreduce.Tuning(block_size=64, items_per_thread=2, max_blocks=3)
     pyreduce.reduce(x, "add", **extra)  # the backend itself exists already
     # what one first use of such an op builds, measured on its own
     k0 = int(np.random.default_rng().integers(1, 2**40))
@@ -163,7 +163,7 @@ def test_cache_clear_during_calls(backend):
 
     extra = {"backend": backend}
     if backend == "sim":
-        extra.update(block_size=32, items_per_thread=1, max_blocks=2)
+        extra["tuning"] = pyreduce.Tuning(block_size=32, items_per_thread=1, max_blocks=2)
     x = affine_data(200, seed=3)
     want = functools.reduce(affine, x.tolist())
 

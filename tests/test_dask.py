@@ -440,7 +440,11 @@ def test_refused_keywords():
     with pytest.raises(ValueError, match="unknown backend"):
         pyreduce.max(x, backend="gpu")
     with pytest.raises(ValueError, match="block_size"):
-        pyreduce.max(x, block_size=3)
+        pyreduce.max(x, block_size=3)  # the deprecated keyword, checked before its warning
+    with pytest.raises(ValueError, match="name two variants"):
+        pyreduce.max(x, variant="naive", tuning=pyreduce.Tuning(variant="last_block"))
+    with pytest.raises(TypeError, match="tuning= must be a pyreduce.Tuning"):
+        pyreduce.argmax(x, tuning={"block_size": 64})
     with pytest.raises(TypeError, match="initial=0.5 is not a whole number"):
         pyreduce.sum(x.astype(np.int32), initial=0.5)
     with pytest.raises(TypeError, match="dask.array.Array"):
@@ -479,7 +483,7 @@ def test_simulated_kernels_on_chunks():
     the partials (a user op and argmax)."""
     data = affine_data(300, seed=8)
     x = da.from_array(data, chunks=(90, 110, 100))
-    kw = dict(backend="sim", **SIM_TUNING)
+    kw = dict(backend="sim", tuning=SIM_TUNING)
     assert compute(pyreduce.reduce(x, affine, **kw)) == functools.reduce(affine, data)
     assert compute(pyreduce.argmax(x, **kw)) == np.argmax(data)
 

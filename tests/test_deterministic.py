@@ -37,7 +37,8 @@ SIM_TUNINGS = [(32, 32, 4, None), (32, 64, 8, 3), (64, 64, 4, 2), (64, 128, 16, 
 
 
 def tuning(w, b, i, g):
-    return dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
+    """The keywords of a call with warp ``w``, block ``b``, items ``i``, grid bound ``g``."""
+    return dict(tuning=Tuning(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g))
 
 
 def edges(w, b, i, g):
@@ -255,7 +256,8 @@ H100 = DeviceInfo("H100", ("cuda", 0, (9, 0)), 132, 2048, 32, 32, vector_bytes=1
 def test_plan_blocks_are_aligned_subtrees(n, device, block, items, max_blocks, extra):
     f4 = np.dtype(np.float32)
     plan = make_plan(n, f4, f4, ("builtin", "add"), device,
-                     Tuning("pairwise", block, items, None, max_blocks), extra)
+                     Tuning(variant="pairwise", block_size=block, items_per_thread=items,
+                            max_blocks=max_blocks), extra)
     tiles = plan.chunk // plan.spec.tile
     assert plan.chunk % plan.spec.tile == 0 and tiles & (tiles - 1) == 0
     assert plan.fixed_tree and plan.spec.items % LEAF == 0
@@ -272,7 +274,8 @@ def test_items_must_hold_whole_leaves():
     f4 = np.dtype(np.float32)
     for items in (1, 2):
         with pytest.raises(ValueError, match=f"multiple of {LEAF}"):
-            make_plan(1000, f4, f4, "k", SIMDEV, Tuning("pairwise", 64, items))
+            make_plan(1000, f4, f4, "k", SIMDEV,
+                      Tuning(variant="pairwise", block_size=64, items_per_thread=items))
 
 
 # --------------------------------------------------------------------------
@@ -383,8 +386,8 @@ def test_sim_device_input_results_and_input_untouched():
 @needs_sim
 def test_explain_deterministic():
     x = np.arange(3000, dtype=np.float32)
-    e = pyreduce.explain(x, "add", deterministic=True, backend="sim", block_size=64,
-                         items_per_thread=8, max_blocks=3)
+    e = pyreduce.explain(x, "add", deterministic=True, backend="sim",
+                         tuning=Tuning(block_size=64, items_per_thread=8, max_blocks=3))
     assert e.plan.spec.variant == "pairwise" and e.plan.fixed_tree
     assert e.plan.chunk == 1024 and e.plan.grid == 3  # 2 tiles per block, a power of two
     assert same_bits(e.result, pyreduce.reference(x, "add"))
@@ -408,8 +411,8 @@ def test_cuda_bitwise_large(dt):
         for b in (32, 128, 256, 1024):
             for i in (4, 8, 16):
                 for g in (None, 1, 7, 10**6):
-                    got = pyreduce.sum(d, deterministic=True, block_size=b,
-                                       items_per_thread=i, max_blocks=g)
+                    got = pyreduce.sum(d, deterministic=True, tuning=Tuning(
+                        block_size=b, items_per_thread=i, max_blocks=g))
                     assert same_bits(got, want), (n, b, i, g)
         assert same_bits(pyreduce.sum(d[1:], deterministic=True),  # no vector loads
                          pyreduce.reference(x[1:], "add"))

@@ -77,7 +77,9 @@ def test_complex_refuses_orderings(backend):
             red(c, **on(backend))
     if backend != "cpu":  # the cpu backend takes no kernel tuning
         with pytest.raises(ValueError, match="complex values are loaded one at a time"):
-            pyreduce.sum(c, vector_loads=True, **on(backend))
+            kw = on(backend)
+            kw["tuning"] = kw.get("tuning", pyreduce.Tuning()).replace(vector_loads=True)
+            pyreduce.sum(c, **kw)
 
 
 @pytest.mark.parametrize("dt", [np.bool_, np.int16, np.float32])

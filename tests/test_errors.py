@@ -308,10 +308,16 @@ def test_backend_not_in_this_process():
             pyreduce.sum(np.arange(10.0), backend=name)
 
 
-@pytest.mark.parametrize("variant", ["bogus", "", None, "Warp_Shuffle", 1])
+@pytest.mark.parametrize("variant", ["bogus", "", "Warp_Shuffle"])
 def test_unknown_variant(gpu_backend, variant):
-    raises_untouched(ValueError, "variant", np.arange(1000.0), "add", backend=gpu_backend,
-                     variant=variant)
+    raises_untouched(ValueError, "unknown variant", np.arange(1000.0), "add",
+                     backend=gpu_backend, variant=variant)
+
+
+@pytest.mark.parametrize("variant", [None, 1, ["naive"]])
+def test_variant_not_a_name(gpu_backend, variant):
+    raises_untouched(TypeError, "variant= must be a variant's name", np.arange(1000.0), "add",
+                     backend=gpu_backend, variant=variant)
 
 
 BAD_TUNING = [
@@ -324,6 +330,8 @@ BAD_TUNING = [
     ("items_per_thread", 64, "items per thread"),
     ("warp_size", 16, "warp size"),
     ("warp_size", 128, "warp size"),
+    ("vector_loads", 1, "vector_loads"),
+    ("vector_loads", "yes", "vector_loads"),
 ]
 # found by these tests
 BAD_TUNING_UNCHECKED = [
@@ -339,56 +347,58 @@ BAD_TUNING_UNCHECKED = [
 ]
 
 
-@pytest.mark.parametrize("arg,value,msg", BAD_TUNING,
-                         ids=[f"{a}={v!r}" for a, v, _ in BAD_TUNING])
-def test_bad_tuning_values(gpu_backend, arg, value, msg):
-    raises_untouched((ValueError, TypeError), msg, np.arange(1000.0), "add",
-                     backend=gpu_backend, **{arg: value})
+@pytest.mark.parametrize("arg,value,msg", BAD_TUNING + BAD_TUNING_UNCHECKED,
+                         ids=[f"{a}={v!r}" for a, v, _ in BAD_TUNING + BAD_TUNING_UNCHECKED])
+def test_bad_tuning_values(arg, value, msg):
+    """A Tuning is checked as it is made, whatever the backend and size it will
+    tune: a wrong type is a TypeError, a value out of range a ValueError, each
+    naming the field. Regression (pyreduce/planner.py make_plan), before the
+    check: 0 was taken as "not given" (``tuning.x or default``), a negative
+    max_blocks returned a wrong result (0.0 for a sum of 0..999) and floats
+    passed the range check (64.0 == 64) and failed later with unrelated
+    messages ("slice indices must be integers"), or not at all."""
+    wrong_type = arg == "vector_loads" or (arg != "variant" and not isinstance(value, int))
+    with pytest.raises(TypeError if wrong_type else ValueError, match=msg) as info:
+        pyreduce.Tuning(**{arg: value})
+    assert f"{arg}=" in str(info.value) or arg == "variant"
 
 
-@pytest.mark.parametrize("arg,value,msg", BAD_TUNING_UNCHECKED,
-                         ids=[f"{a}={v!r}" for a, v, _ in BAD_TUNING_UNCHECKED])
-def test_bad_tuning_values_unchecked(gpu_backend, arg, value, msg):
-    """Regression (pyreduce/planner.py make_plan): 0 is taken as "not given"
-    (``tuning.x or default``), a negative max_blocks returns a wrong result
-    (0.0 for a sum of 0..999) and floats pass the range check (64.0 == 64)
-    and fail later with unrelated messages ("slice indices must be
-    integers"), or not at all. Expected: ValueError/TypeError naming the
-    argument, raised before any launch."""
-    raises_untouched((ValueError, TypeError), msg, np.arange(1000.0), "add",
-                     backend=gpu_backend, **{arg: value})
+@pytest.mark.parametrize("arg,value,msg", [BAD_TUNING[1], BAD_TUNING_UNCHECKED[6]],
+                         ids=["block_size", "max_blocks"])
+def test_bad_tuning_values_through_a_call(gpu_backend, arg, value, msg):
+    """Through the deprecated keywords too, before any launch (and before their
+    DeprecationWarning)."""
+    raises_untouched(ValueError, msg, np.arange(1000.0), "add", backend=gpu_backend,
+                     **{arg: value})
 
 
 def test_tuning_checked_for_empty_input():
     """Regression (pyreduce/api.py _run): an empty input returns before the plan is
-    made, so any variant name or tuning value is accepted."""
+    made, so any variant name was accepted."""
     for backend in backend_names():
-        for arg, value, msg in BAD_TUNING:
-            raises_untouched((ValueError, TypeError), msg, np.zeros(0), "add",
-                             backend=backend, **{arg: value})
+        raises_untouched(ValueError, "unknown variant", np.zeros(0), "add", backend=backend,
+                         variant="bogus")
 
 
 def test_tuning_checked_on_cpu():
-    """Regression (pyreduce/api.py _run): the cpu backend never looks at variant= and the
-    tuning arguments, so a misspelt variant or an impossible block size is
-    silently ignored."""
+    """Regression (pyreduce/api.py _run): the cpu backend never looks at variant=, so a
+    misspelt variant was silently ignored."""
     for n in (0, 1, 1000):
-        for arg, value, msg in BAD_TUNING:
-            raises_untouched((ValueError, TypeError), msg, np.arange(float(n)), "add",
-                             backend="cpu", **{arg: value})
+        raises_untouched(ValueError, "unknown variant", np.arange(float(n)), "add",
+                         backend="cpu", variant="bogus")
 
 
 def test_block_not_a_multiple_of_warp():
     if "sim" not in backends.available():
         pytest.skip("warp 64 exists only in the simulator")
     raises_untouched(ValueError, "multiple of warp size", np.arange(100.0), "add",
-                     backend="sim", warp_size=64, block_size=32)
+                     backend="sim", tuning=pyreduce.Tuning(warp_size=64, block_size=32))
 
 
 @pytest.mark.gpu
 def test_warp_64_refused_on_a_gpu():
     raises_untouched(ValueError, "warp size 64", np.arange(100.0), "add", backend="cuda",
-                     warp_size=64)
+                     tuning=pyreduce.Tuning(warp_size=64))
 
 
 @pytest.mark.parametrize("stream, exc, msg", [

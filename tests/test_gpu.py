@@ -54,19 +54,20 @@ def test_large_sizes(variant, n):
 
 @pytest.mark.parametrize("variant", ORDERED)
 @pytest.mark.parametrize("tuning", [
-    dict(block_size=1024, items_per_thread=16),
-    dict(block_size=32, items_per_thread=1),
-    dict(block_size=256, items_per_thread=4, max_blocks=10**6),
-    dict(block_size=512, items_per_thread=2, max_blocks=1),
-])
+    pyreduce.Tuning(block_size=1024, items_per_thread=16),
+    pyreduce.Tuning(block_size=32, items_per_thread=1),
+    pyreduce.Tuning(block_size=256, items_per_thread=4, max_blocks=10**6),
+    pyreduce.Tuning(block_size=512, items_per_thread=2, max_blocks=1),
+], ids=repr)
 def test_large_non_commutative(variant, tuning):
     multiple = pyreduce.variants[variant].items_multiple
-    tuning = dict(tuning, items_per_thread=-(-tuning["items_per_thread"] // multiple) * multiple)
+    tuning = tuning.replace(variant=variant, items_per_thread=-(-tuning.items_per_thread
+                                                                 // multiple) * multiple)
     n = 2**20 + 12345
     rng = np.random.default_rng(1)
     x = (rng.integers(1, P, n) * P + rng.integers(0, P, n)).astype(np.int64)
     want = functools.reduce(affine, x.tolist())
-    got = pyreduce.reduce(x, affine, backend="cuda", variant=variant, **tuning)
+    got = pyreduce.reduce(x, affine, backend="cuda", tuning=tuning)
     assert int(got) == want
 
 

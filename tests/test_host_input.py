@@ -209,7 +209,7 @@ def chunks(monkeypatch):
 
 #: the GPU backend of this process: the simulator's small tunings fit either
 GPU = "cuda" if "cuda" in pyreduce.available() else "sim"
-SIM = dict(backend=GPU, **SIM_TUNING)
+SIM = dict(backend=GPU, tuning=SIM_TUNING)
 
 
 def test_chunk_elements_are_powers_of_two_within_bounds():
@@ -242,7 +242,7 @@ def test_c_order_pieces_cover_a_range_exactly(shape, data):
 def test_ordered_op_streamed_in_chunks(chunks, n):
     x = affine_data(n, seed=n)
     call = api.prepare(inspect(x), as_monoid(affine, x.dtype), None, GPU,
-                       Tuning(**SIM_TUNING), None)
+                       SIM_TUNING, None)
     assert call.streamed is not None and call.streamed.count == -(-n // call.streamed.chunk)
     assert call.run() == functools.reduce(affine, x)
     init = np.int64(affine_data(1, seed=99)[0])
@@ -286,15 +286,15 @@ def test_tuple_accumulator_streamed(chunks):
 def test_a_map_reading_its_index_is_copied_whole(chunks):
     x = np.arange(100, dtype=np.int64)
     monoid = as_monoid("add", x.dtype, map=lambda i, v: v * i)
-    call = api.prepare(inspect(x), monoid, None, GPU, Tuning(**SIM_TUNING), None)
+    call = api.prepare(inspect(x), monoid, None, GPU, SIM_TUNING, None)
     assert call.streamed is None and call.flat is not None
     assert call.run() == (x * np.arange(100)).sum()
 
 
 def test_deterministic_is_copied_whole(chunks):
     x = np.random.default_rng(7).standard_normal(200)
-    got = pyreduce.sum(x, deterministic=True, backend=GPU, block_size=64, max_blocks=3,
-                       items_per_thread=4)
+    got = pyreduce.sum(x, deterministic=True, backend=GPU,
+                       tuning=SIM_TUNING.replace(items_per_thread=4))
     assert got == pyreduce.reference(x, "add")
 
 
@@ -303,7 +303,7 @@ def test_device_result_of_a_streamed_call(chunks):
     got = pyreduce.sum(x, device_result=True, dtype=np.int32, **SIM)
     assert got.copy_to_host()[()] == x.sum()
     x_call = api.prepare(inspect(x), as_monoid("add", x.dtype), None, GPU,
-                         Tuning(**SIM_TUNING), None)
+                         SIM_TUNING, None)
     assert x_call.streamed is not None  # and a device result copies it whole instead:
     assert x_call.run(device_result=True).copy_to_host()[()] == x.sum()
 
@@ -362,7 +362,7 @@ def test_small_inputs_are_copied_directly(monkeypatch):
     monkeypatch.setattr(staging, "DIRECT_BYTES", 1 << 10)
     x = np.arange(100, dtype=np.int64)  # 800 bytes
     call = api.prepare(inspect(x), as_monoid("add", x.dtype), None, GPU,
-                       Tuning(**SIM_TUNING), None)
+                       SIM_TUNING, None)
     assert call.streamed is None and call.run() == x.sum()
 
 
@@ -456,7 +456,7 @@ def fake_gpu(monkeypatch, chunks):
 def test_auto_routes_host_inputs_by_the_model(fake_gpu):
     x = affine_data(300)
     call = api.prepare(inspect(x), as_monoid(affine, x.dtype), None, "auto",
-                       Tuning(**SIM_TUNING), None)
+                       SIM_TUNING, None)
     assert call.backend.name == GPU and call.route.path == "gpu"
     assert call.run() == functools.reduce(affine, x)
     fake_gpu[0] = _model(h2d_GBps=0.001)
@@ -468,13 +468,13 @@ def test_auto_routes_host_inputs_by_the_model(fake_gpu):
 def test_auto_keeps_a_device_result_on_the_gpu(fake_gpu):
     fake_gpu[0] = _model(h2d_GBps=0.001)  # the cpu would be faster
     x = np.arange(50, dtype=np.int64)
-    got = pyreduce.sum(x, device_result=True, **SIM_TUNING)
+    got = pyreduce.sum(x, device_result=True, tuning=SIM_TUNING)
     assert got.copy_to_host()[()] == x.sum()
 
 
 def test_explain_shows_the_route_and_the_chunks(fake_gpu):
     x = np.arange(100, dtype=np.int64)
-    e = pyreduce.explain(x, "add", **SIM_TUNING)
+    e = pyreduce.explain(x, "add", tuning=SIM_TUNING)
     size = staging.chunk_elements(100, 8)
     assert size < 100 and e.chunks == (-(-100 // size), size)
     assert e.backend == GPU and e.route.path == "gpu"

@@ -92,6 +92,6 @@ def test_the_shared_kernel_finishes_in_order(variant, initial):
         want = functools.reduce(last_nonzero, x, initial) if initial is not None else \
             functools.reduce(last_nonzero, x)
         got = pyreduce.reduce(x, last_nonzero, backend="sim", variant=variant,
-                              block_size=64, items_per_thread=4, max_blocks=7,
+                              tuning=Tuning(block_size=64, items_per_thread=4, max_blocks=7),
                               initial=initial)
         assert got == want, (n, got, want)

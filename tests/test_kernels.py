@@ -66,11 +66,11 @@ def fit_items(variant, items):
 def test_every_edge_keeps_order(gpu_backend, variant):
     for w, b, i, g in configs(gpu_backend):
         i = fit_items(variant, i)
-        tuning = dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
+        tuning = Tuning(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
         for n in edge_sizes(w, b, i, g):
             x = affine_data(n, seed=n)
             want = functools.reduce(affine, x.tolist())
-            got = pyreduce.reduce(x, affine, backend=gpu_backend, variant=variant, **tuning)
+            got = pyreduce.reduce(x, affine, backend=gpu_backend, variant=variant, tuning=tuning)
             assert int(got) == want, (tuning, n)
 
 
@@ -80,14 +80,14 @@ def test_every_edge_with_initial_and_device_input(gpu_backend, variant):
 
     for w, b, i, g in configs(gpu_backend)[::2]:
         i = fit_items(variant, i)
-        tuning = dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
+        tuning = Tuning(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g)
         for n in edge_sizes(w, b, i, g)[::3]:
             x = affine_data(n, seed=n + 1)
             init = int(affine_data(1, seed=n + 2)[0])
             want = functools.reduce(affine, x.tolist(), init)
             d = cuda.to_device(x)
             got = pyreduce.reduce(d, affine, initial=init, backend=gpu_backend,
-                                  variant=variant, **tuning)
+                                  variant=variant, tuning=tuning)
             assert int(got) == want, (tuning, n)
             assert np.array_equal(d.copy_to_host(), x)
 
@@ -101,21 +101,21 @@ def test_every_edge_of_a_reordering_variant(gpu_backend, variant):
     from numba import cuda
 
     for w, b, i, g in configs(gpu_backend):
-        tuning = dict(warp_size=w, block_size=b, items_per_thread=i, max_blocks=g,
-                      variant=variant, backend=gpu_backend)
+        kw = dict(tuning=Tuning(warp_size=w, block_size=b, items_per_thread=i,
+                                max_blocks=g, variant=variant), backend=gpu_backend)
         for n in edge_sizes(w, b, i, g):
             rng = np.random.default_rng(n)
             x = rng.integers(-2**62, 2**62, n, dtype=np.int64)
             init = int(rng.integers(-2**62, 2**62))
             want = np.add.reduce(x, dtype=np.int64)
-            assert pyreduce.reduce(x, "add", **tuning) == want, (tuning, n)
+            assert pyreduce.reduce(x, "add", **kw) == want, (kw, n)
             d = cuda.to_device(x)
-            got = pyreduce.reduce(d, "add", initial=init, **tuning)
-            assert got == np.int64(want + np.int64(init)), (tuning, n)
+            got = pyreduce.reduce(d, "add", initial=init, **kw)
+            assert got == np.int64(want + np.int64(init)), (kw, n)
             assert np.array_equal(d.copy_to_host(), x)
             f = rng.standard_normal(n).astype(np.float32)
             f[rng.integers(0, n)] = 9.5  # the winner, somewhere
-            assert pyreduce.reduce(f, "max", **tuning) == np.float32(9.5), (tuning, n)
+            assert pyreduce.reduce(f, "max", **kw) == np.float32(9.5), (kw, n)
     # 32 items per lane, read 16, 8 or 4 bytes at a time by where the view starts
     block = 32 if gpu_backend == "sim" else 256
     x = np.random.default_rng(7).integers(-2**30, 2**30, 3 * block * 32 + 40).astype(np.int32)
@@ -124,8 +124,8 @@ def test_every_edge_of_a_reordering_variant(gpu_backend, variant):
     for offset in range(4):
         for n in (1, 31, 33, block * 32 - 1, block * 32 + 1, 3 * block * 32 + 5):
             e = pyreduce.explain(whole[offset:offset + n], "add", backend=gpu_backend,
-                                 variant=variant, block_size=block, items_per_thread=32,
-                                 max_blocks=2)
+                                 tuning=Tuning(variant=variant, block_size=block,
+                                               items_per_thread=32, max_blocks=2))
             assert e.result == np.add.reduce(x[offset:offset + n], dtype=np.int32), (offset, n)
             widths.add(e.plan.spec.vector)
     assert widths == {4, 2, 1}
@@ -153,7 +153,8 @@ def test_32_items_with_every_vector_width(gpu_backend, variant, dt):
             d = whole[offset:offset + n]
             for op in (last_nonzero, first_nonzero):
                 e = pyreduce.explain(d, op, backend=gpu_backend, variant=variant,
-                                     block_size=block, items_per_thread=32, max_blocks=2)
+                                     tuning=Tuning(block_size=block, items_per_thread=32,
+                                                   max_blocks=2))
                 assert e.result == functools.reduce(op, x.tolist()), (offset, n, op)
             widths.add(e.plan.spec.vector)
     assert widths == {np.int8: {16, 1}, np.float32: {4, 2, 1}, np.int64: {2, 1}}[dt]
@@ -198,24 +199,22 @@ def test_carriers_preserve_every_bit(gpu_backend, variant, dt):
         info = np.iinfo(dt)
         x = rng.integers(info.min, info.max, n, endpoint=True, dtype=dt)
         x[[1, n // 2, n - 1]] = [info.max, info.min, info.max]
-    tuning = dict(block_size=64 if gpu_backend == "sim" else 128,
-                  items_per_thread=fit_items(variant, 1), max_blocks=3)
+    tuning = Tuning(variant=variant, block_size=64 if gpu_backend == "sim" else 128,
+                    items_per_thread=fit_items(variant, 1), max_blocks=3)
     # last: exactly the last element; first-max: position-sensitive among equal keys
     if variant in ORDERED:
-        got = pyreduce.reduce(x, lambda a, b: b, backend=gpu_backend, variant=variant,
-                              **tuning)
+        got = pyreduce.reduce(x, lambda a, b: b, backend=gpu_backend, tuning=tuning)
         assert got.tobytes() == x[-1].tobytes()
-        got = pyreduce.reduce(x, lambda a, b: a, backend=gpu_backend, variant=variant,
-                              **tuning)
+        got = pyreduce.reduce(x, lambda a, b: a, backend=gpu_backend, tuning=tuning)
         assert got.tobytes() == x[0].tobytes()
-    got = pyreduce.reduce(x, "max", backend=gpu_backend, variant=variant, **tuning)
+    got = pyreduce.reduce(x, "max", backend=gpu_backend, tuning=tuning)
     assert got == x.max()
-    got = pyreduce.reduce(x, "min", backend=gpu_backend, variant=variant, **tuning)
+    got = pyreduce.reduce(x, "min", backend=gpu_backend, tuning=tuning)
     assert got == x.min()
     if dt.kind in "iu":
-        got = pyreduce.reduce(x, "xor", backend=gpu_backend, variant=variant, **tuning)
+        got = pyreduce.reduce(x, "xor", backend=gpu_backend, tuning=tuning)
         assert got == np.bitwise_xor.reduce(x)
-        got = pyreduce.reduce(x, "add", backend=gpu_backend, variant=variant, **tuning)
+        got = pyreduce.reduce(x, "add", backend=gpu_backend, tuning=tuning)
         assert got == np.add.reduce(x, dtype=dt)
 
 
@@ -239,7 +238,7 @@ def test_random_float_sums_within_bound(backend, n, seed, dt, variant, user):
     op = (lambda a, b: a + b) if user else "add"
     extra = {} if backend == "cpu" else {"variant": variant}
     if backend == "sim":
-        extra.update(block_size=64, max_blocks=3)
+        extra.update(tuning=Tuning(block_size=64, max_blocks=3))
     if user and backend != "cpu" and variant in REORDERING:
         with pytest.raises(ValueError, match="commutative"):
             pyreduce.reduce(x, op, backend=backend, **extra)
@@ -260,12 +259,12 @@ def test_scratch_reuse_between_sizes(gpu_backend):
     """Workspaces (and single-pass tickets) are reused by later calls: grids of
     several blocks and of one (which skips the ticket without an initial
     value), each size twice."""
-    tuning = dict(block_size=32, items_per_thread=1, max_blocks=4)
+    tuning = Tuning(block_size=32, items_per_thread=1, max_blocks=4)
     for n in (1000, 3, 129, 40, 1, 500, 2) * 2:
         x = affine_data(n, seed=n)
         for init in (None, 77 * P + 5):
             want = functools.reduce(affine, x.tolist(), *(() if init is None else (init,)))
-            got = pyreduce.reduce(x, affine, initial=init, backend=gpu_backend, **tuning)
+            got = pyreduce.reduce(x, affine, initial=init, backend=gpu_backend, tuning=tuning)
             assert int(got) == want, (n, init)
 
 
@@ -293,7 +292,8 @@ def test_plan_invariants(n, dt, variant, warp, block, items, max_blocks, extra, 
     dt = np.dtype(dt)
     v = pyreduce.variants[variant]
     w = warp or device.warp
-    tuning = Tuning(variant, block, items, warp, max_blocks)
+    tuning = Tuning(variant=variant, block_size=block, items_per_thread=items, warp_size=warp,
+                    max_blocks=max_blocks)
     want_items = items or v.default_items or default_items(dt)
     if block is not None and block % w:
         with pytest.raises(ValueError, match="multiple of warp"):
@@ -396,7 +396,7 @@ def test_auto_streams_two_pass_past_twice_the_l2_cache(dt):
     plan = make_plan(n, dt, dt, "add", H100_L2, Tuning(items_per_thread=2, max_blocks=7),
                      align=16)
     assert (plan.spec.block, plan.spec.items, plan.grid) == (512, 2, 7)
-    plan = make_plan(n, dt, dt, "add", H100_L2, Tuning("warp_shuffle"), align=16)
+    plan = make_plan(n, dt, dt, "add", H100_L2, Tuning(variant="warp_shuffle"), align=16)
     assert plan.spec.block == H100_L2.default_block and plan.grid <= H100_L2.max_grid(256)
     # where the L2 size and block are not known: the in-cache rule at every size
     plan = make_plan(n, dt, dt, "add", H100, align=16)
@@ -573,11 +573,11 @@ def test_explain_on_device_backends(gpu_backend, variant):
     warp = 64 if gpu_backend == "sim" else 32
     v = pyreduce.variants[variant]
     x = np.arange(3000, dtype=np.float32)
-    tuning = dict(variant=variant, block_size=128, warp_size=warp, items_per_thread=4,
-                  max_blocks=3)
-    e = pyreduce.explain(x, "add", backend=gpu_backend, **tuning)
+    tuning = Tuning(variant=variant, block_size=128, warp_size=warp, items_per_thread=4,
+                    max_blocks=3)
+    e = pyreduce.explain(x, "add", backend=gpu_backend, tuning=tuning)
     assert e.backend == gpu_backend
-    assert e.result == pyreduce.reduce(x, "add", backend=gpu_backend, **tuning)
+    assert e.result == pyreduce.reduce(x, "add", backend=gpu_backend, tuning=tuning)
     assert e.result == x.sum(dtype=np.float64)
     plan = e.plan
     assert plan.spec.variant == variant and plan.layout == v.layout
@@ -656,12 +656,12 @@ def test_explain_on_cpu_and_empty():
 
 
 def test_same_spec_different_sizes_build_nothing_new(gpu_backend):
-    tuning = dict(block_size=64, items_per_thread=2, max_blocks=4)
+    tuning = Tuning(block_size=64, items_per_thread=2, max_blocks=4)
     x = affine_data(2000)
-    pyreduce.reduce(x, affine, backend=gpu_backend, **tuning)
-    pyreduce.reduce(x[:3], affine, backend=gpu_backend, initial=1, **tuning)
+    pyreduce.reduce(x, affine, backend=gpu_backend, tuning=tuning)
+    pyreduce.reduce(x[:3], affine, backend=gpu_backend, initial=1, tuning=tuning)
     builds = pyreduce.cache_info().builds
     for n in (1, 7, 128, 129, 600, 2000):
-        assert int(pyreduce.reduce(x[:n], affine, backend=gpu_backend, **tuning)) == \
+        assert int(pyreduce.reduce(x[:n], affine, backend=gpu_backend, tuning=tuning)) == \
             functools.reduce(affine, x[:n].tolist())
     assert pyreduce.cache_info().builds == builds

@@ -37,13 +37,13 @@ FLOATS = [np.float32, np.float64]
 ALL = [np.bool_, *INTS, *FLOATS]
 
 # keep the simulator's kernels few: every call below on sim uses this tuning
-SIM = dict(block_size=64, items_per_thread=2, max_blocks=3)
+SIM = pyreduce.Tuning(block_size=64, items_per_thread=2, max_blocks=3)
 
 
 def kw(backend, **extra):
     out = {"backend": backend, **extra}
     if backend == "sim":
-        out.update(SIM)
+        out["tuning"] = SIM
     return out
 
 
@@ -150,7 +150,7 @@ def test_nan_only_and_signed_zeros(backend):
 # position 128 opens the second block, an odd position is the second element of a
 # thread's run.
 
-NAN_TUNING = dict(block_size=64, items_per_thread=2, max_blocks=2)
+NAN_TUNING = pyreduce.Tuning(block_size=64, items_per_thread=2, max_blocks=2)
 NAN_N, NAN_BLOCK = 200, 128
 NAN_AT = {"first": [0], "block edge": [NAN_BLOCK], "middle": [NAN_N // 2 + 1],
           "last": [NAN_N - 1], "everywhere": slice(None)}
@@ -178,10 +178,11 @@ def test_nan_policy_in_every_variant(gpu_backend, variant):
     variant reduces and wherever the NaN sits. Which of the pair and which float
     dtype take each case alternates between variants, to keep the simulator's
     launches few."""
-    k = dict(backend=gpu_backend, variant=variant, **NAN_TUNING)
+    tuning = NAN_TUNING.replace(variant=variant)
     multiple = pyreduce.variants[variant].items_multiple
-    if NAN_TUNING["items_per_thread"] % multiple:  # the same tile with fewer threads
-        k.update(items_per_thread=multiple, block_size=NAN_BLOCK // multiple)
+    if tuning.items_per_thread % multiple:  # the same tile with fewer threads
+        tuning = tuning.replace(items_per_thread=multiple, block_size=NAN_BLOCK // multiple)
+    k = dict(backend=gpu_backend, tuning=tuning)
     i = list(pyreduce.variants).index(variant)
     rng = np.random.default_rng(zlib.crc32(variant.encode()))
     base = rng.standard_normal(NAN_N) * 100

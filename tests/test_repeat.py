@@ -127,7 +127,8 @@ def test_only_plain_calls_are_remembered(gpu_backend, prepares):
     x = np.random.default_rng(5).standard_normal(N)
     d = device(x)
     for _ in range(2):
-        assert pyreduce.sum(d, backend=gpu_backend, block_size=64) == pytest.approx(x.sum())
+        assert pyreduce.sum(d, backend=gpu_backend, tuning=pyreduce.Tuning(block_size=64)) \
+            == pytest.approx(x.sum())
         assert pyreduce.sum(d, backend=gpu_backend, deterministic=True) == \
             pyreduce.reference(x, "add")
         out = device(np.zeros(1))

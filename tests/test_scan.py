@@ -25,8 +25,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SIZES = [0, 1, 31, 32, 33, 127, 128, 129, 1000, 5000]
 #: a tile of 128 elements in the simulator; ``SMALL``'s is 32
-SIM = dict(block_size=64, items_per_thread=2)
-SMALL = dict(block_size=32, items_per_thread=1)
+SIM = dict(tuning=pyreduce.Tuning(block_size=64, items_per_thread=2))
+SMALL = dict(tuning=pyreduce.Tuning(block_size=32, items_per_thread=1))
 IDENTITY = 1 * P  # x -> 1*x + 0
 
 
@@ -211,6 +211,12 @@ def test_errors(backend):
         pyreduce.scan(x, affine, axis=1, backend=backend)
     with pytest.raises(TypeError, match="initial"):
         pyreduce.scan(x, "add", initial="one", backend=backend)
-    if backend != "cpu":  # the cpu backend takes no tuning
-        with pytest.raises(ValueError, match="block size 48"):
-            pyreduce.scan(x, "add", backend=backend, block_size=48)
+    # a tuning is checked on every backend (the cpu backend has no kernels to tune)
+    with pytest.raises(ValueError, match="scan has one kernel.* sets max_blocks"):
+        pyreduce.scan(x, "add", backend=backend, tuning=pyreduce.Tuning(max_blocks=2))
+    with pytest.raises(ValueError, match="sets variant"):
+        pyreduce.cumsum(x, backend=backend, tuning=pyreduce.Tuning(variant="naive"))
+    with pytest.raises(TypeError, match="scan.* unexpected keyword argument 'variant'"):
+        pyreduce.scan(x, "add", backend=backend, variant="naive")
+    with pytest.raises(TypeError, match="tuning= must be a pyreduce.Tuning"):
+        pyreduce.cumprod(x, backend=backend, tuning={"block_size": 64})

@@ -295,8 +295,8 @@ def test_broken_backend_is_caught(monkeypatch, bug, message):
                           elements=st.integers(0, 3), max_examples=10, seed=4)
     if "x = [" in str(info.value):
         assert str(info.value).startswith(
-            "pyreduce.reduce(x, op, backend='sim', variant='last_block', block_size=64, "
-            "items_per_thread=2, max_blocks=3) ")
+            "pyreduce.reduce(x, op, backend='sim', variant='last_block', tuning=pyreduce.Tuning("
+            "block_size=64, items_per_thread=2, max_blocks=3)) ")
 
 
 def test_empty_input_without_identity_must_raise(monkeypatch):
@@ -311,15 +311,43 @@ def test_empty_input_without_identity_must_raise(monkeypatch):
         pt.check_backends(last_nonzero, np.int64, backends=["cpu"])
 
 
+@pytest.mark.sim
+def test_tuning_is_laid_over_the_simulators(monkeypatch):
+    """The fields a tuning sets replace SIM_TUNING's, the others stay; items per
+    thread are rounded up per variant; a dict of fields (the form before
+    pyreduce.Tuning) still works, with a DeprecationWarning."""
+    real, seen = pyreduce.reduce, []
+
+    def spy(x, op, identity=None, **kwargs):
+        seen.append((kwargs["variant"], kwargs["tuning"]))
+        return real(x, op, identity, **kwargs)
+
+    monkeypatch.setattr(pt, "reduce", spy)
+    pt.check_backends(user_add, np.int32, backends=["sim"], variants=["naive", "pairwise"],
+                      tuning=pyreduce.Tuning(block_size=32, items_per_thread=1),
+                      max_examples=1, max_size=40, seed=1)
+    assert dict(seen) == {
+        "naive": pyreduce.Tuning(block_size=32, items_per_thread=1, max_blocks=3),
+        "pairwise": pyreduce.Tuning(block_size=32, items_per_thread=4, max_blocks=3)}
+    seen.clear()
+    with pytest.warns(DeprecationWarning, match=r"tuning=pyreduce.Tuning\(block_size=32\)"):
+        pt.check_backends(user_add, np.int32, backends=["sim"], variants=["naive"],
+                          tuning={"block_size": 32}, max_examples=1, max_size=40, seed=1)
+    assert {t for _, t in seen} == {pt.SIM_TUNING.replace(block_size=32)}
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="backend 'gpu' is not available"):
         pt.check_backends(user_add, np.int32, backends=["gpu"])
     with pytest.raises(ValueError, match="unknown variant 'fast'"):
         pt.check_backends(user_add, np.int32, variants=["fast"])
-    with pytest.raises(TypeError, match="tuning must be a dict"):
+    with pytest.raises(TypeError, match="tuning must be a pyreduce.Tuning"):
         pt.check_backends(user_add, np.int32, backends=["cpu"], tuning=64)
-    with pytest.raises(TypeError, match=r"tuning keys \['block'\] are not"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'block'"):
         pt.check_backends(user_add, np.int32, backends=["cpu"], tuning={"block": 64})
+    with pytest.raises(ValueError, match="pass variants="):
+        pt.check_backends(user_add, np.int32, backends=["cpu"],
+                          tuning=pyreduce.Tuning(variant="naive"))
     with pytest.raises(ValueError, match="max_examples must be an int >= 1"):
         pt.check_laws(user_add, np.int32, max_examples=0)
     with pytest.raises(ValueError, match="max_size"):
@@ -400,7 +428,7 @@ def test_check_true_leaves_results_alone(backend):
     x = np.where(rng.random(150) < 0.7, 0, rng.integers(-99, 99, 150))
     k = {"backend": backend}
     if backend == "sim":
-        k.update(block_size=64, items_per_thread=2, max_blocks=3)
+        k["tuning"] = pyreduce.Tuning(block_size=64, items_per_thread=2, max_blocks=3)
     got = pyreduce.reduce(x, last_nonzero, check=True, **k)
     assert got == x[x != 0][-1] == pyreduce.reduce(x, last_nonzero, **k)
     # built-in ops skip it, through the named reductions too

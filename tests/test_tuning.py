@@ -65,7 +65,8 @@ def test_the_fastest_candidate_is_recorded_and_used(tuning_file):
     # another size class, or a tuning given by hand, does not use it
     small = sim_array(affine_data(100, seed=2))
     assert pyreduce.explain(small, affine, backend="sim").plan.spec.variant == before.variant
-    hand = pyreduce.explain(x, affine, backend="sim", variant="warp_shuffle", block_size=32)
+    hand = pyreduce.explain(x, affine, backend="sim",
+                            tuning=pyreduce.Tuning(variant="warp_shuffle", block_size=32))
     assert hand.plan.spec.variant == "warp_shuffle"
     assert "warp_shuffle_x2 b32 i4" in tuning.show()
 
@@ -128,7 +129,7 @@ def test_a_damaged_file_is_ignored_with_a_warning(tuning_file):
     with pytest.warns(UserWarning, match="unreadable tuning file"):
         assert tuning.choices() == {}
     x = np.arange(50, dtype=np.int64)
-    assert pyreduce.sum(x, backend="sim", block_size=32) == x.sum()
+    assert pyreduce.sum(x, backend="sim", tuning=pyreduce.Tuning(block_size=32)) == x.sum()
 
 
 def test_tune_refuses_what_it_cannot_tune(tuning_file):
