@@ -215,7 +215,9 @@ def test_kernel_kinds(backend, name, shape, view, axis, tuning, kind):
     2`` per lane) too."""
     base = ties(shape, seed=len(name))
     x = VIEWS[view](base)
-    options = dict(backend=backend, **(SIM if backend != "cpu" else {}), **tuning)
+    options = dict(backend=backend)
+    if backend != "cpu":
+        options["tuning"] = Tuning(**SIM, **tuning)
     op, fmap, dtypes, _ = keyed(x.dtype)
     if backend == "sim":
         e = pyreduce.explain(x, op, map=fmap, axis=axis, **options)
@@ -384,7 +386,9 @@ def test_segments(backend, name):
     off = _offsets(SEGMENTS[name])
     x = ties(int(off[-1]) + 4, seed=len(name))
     op, fmap, dtypes, _ = keyed(x.dtype)
-    options = dict(backend=backend, **(SEGMENT_TUNING if backend != "cpu" else {}))
+    options = dict(backend=backend)
+    if backend != "cpu":
+        options["tuning"] = Tuning(**SEGMENT_TUNING)
     empty = (-1.0, -1)
     got = pyreduce.segmented_reduce(x, off, op, empty, map=fmap, **options)
     same(got, segments_oracle(x, off, op, fmap, dtypes, empty=empty))
@@ -522,7 +526,7 @@ def test_raw_accumulators(backend, axis, keepdims):
     x = ties((3, 40, 5), seed=8)
     x[1, 20:, 3] = 5  # the whole array's first maximum is not its first element
     axes = tuple(int(a) for a in np.atleast_1d(axis) % x.ndim)
-    tuning = Tuning(**{k: v for k, v in on(backend).items() if k != "backend"})
+    tuning = on(backend).get("tuning", Tuning())
 
     def raw(monoid, initial=None, data=x):
         return partial.reduce_axes_raw(inspect(data), monoid, axes, keepdims, initial,

@@ -524,7 +524,7 @@ def test_unknown_keywords_name_the_public_function(name):
 @pytest.mark.parametrize("name,keyword,value", [
     ("any", "dtype", np.int8), ("all", "initial", 1), ("any", "identity", 0),
     ("sum", "op", "mul"), ("max", "masked_rule", "fold"), ("nansum", "map", _add),
-    ("nanprod", "op", "add"), ("argmax", "out", np.zeros(1)), ("explain", "masked_rule", "x"),
+    ("nanprod", "op", "add"), ("argmax", "dtype", np.float64), ("explain", "masked_rule", "x"),
 ])
 def test_keywords_a_function_does_not_take(name, keyword, value):
     """Regression: keywords that ``reduce`` (or the function behind it) takes but

@@ -1,0 +1,109 @@
+"""The structured reductions (``argmax``, ``mean``, ``var``, ``minmax``, the NaN
+statistics, ``ptp``) along axes, and with ``keepdims=``, ``out=`` and ``dtype=``.
+
+Along axes that leave some out, every lane's accumulator comes from the batched
+kernels (:func:`pyreduce.partial.reduce_axes_raw`; masked arrays and ``where=``
+through :mod:`pyreduce.masked` and :mod:`pyreduce.selection`), the element
+map's index counting within the lane, so an argmax's index is NumPy's index
+along the axis. The accumulators are finished on the host, all at once
+(:mod:`pyreduce.finishers`), cast to ``dtype=`` where given, and placed where
+every ``axis=`` result goes (:class:`pyreduce.partial.Result`): ``out=``, else
+a device array of the input's library for a device input (or
+``device_result=True``), else a NumPy array. A reduction to one value with
+``keepdims``, ``out`` or ``dtype`` is the one value, shaped and placed the same
+way.
+
+A masked array: mean, var and the other statistics of the unmasked elements of
+each lane, masked where a lane has none (as ``np.ma.mean(x, axis)``); the
+argmax family reads masked elements as NumPy's masked argmax does, as the
+lowest (for argmin: the highest) value, so an index is one along the axis of
+the whole array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import backends, masked, partial, selection
+from .axes import result_shape
+from .interop import Input
+from .ops import Monoid
+
+__all__ = ["reduce", "place", "fill_masked"]
+
+
+def _results(finished) -> tuple:
+    return finished if isinstance(finished, tuple) else (finished,)
+
+
+def place(values, info: Input, keepdims_shape: tuple, dtype, out, device_result: bool,
+          backend: str, stream):
+    """Finished ``values`` (an array, or a tuple of them: minmax) cast to
+    ``dtype`` (None: as they are), shaped ``keepdims_shape`` and placed (see
+    the module docstring); ``out`` a tuple of arrays where the values are."""
+    parts = _results(values)
+    outs = out if isinstance(out, tuple) else (out,) * len(parts) if out is None else (out,)
+    if len(outs) != len(parts):
+        raise ValueError(f"out= must be a tuple of {len(parts)} arrays, one per result")
+    be = backends.get(backend, on_device=info.on_device)
+    placed = []
+    for part, o in zip(parts, outs):
+        if isinstance(part, np.ma.MaskedArray):
+            if o is not None or device_result:
+                raise ValueError("a masked array's result is a masked array on the host: "
+                                 "out= and device_result=True do not apply")
+            placed.append(part.reshape(keepdims_shape).astype(dtype or part.dtype))
+            continue
+        part = np.asarray(part, dtype=dtype or np.asarray(part).dtype).reshape(keepdims_shape)
+        result = partial.Result(be, part.dtype, keepdims_shape, info, o, device_result,
+                                be.launch_stream(stream, info) if be.name != "cpu" else stream)
+        placed.append(result.host(part))
+    return tuple(placed) if isinstance(values, tuple) else placed[0]
+
+
+def fill_masked(info: Input, fill) -> Input:
+    """A masked input with its masked elements replaced by ``fill`` and no mask
+    (the argmax family's reading of a masked array, NumPy's)."""
+    host = np.where(info.mask, np.asarray(fill, dtype=info.host.dtype), info.host)
+    return Input(info.dtype, info.shape, host=host)
+
+
+def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, backend: str, tuning,
+           stream, left_out=None):
+    """The finished values of the reduction of ``axes`` (normalised, not all of
+    them): an array of the result's shape (with ``keepdims``), or a tuple of
+    them, masked arrays for a masked input. ``left_out``: the elements
+    ``where=`` leaves out (:func:`pyreduce.selection.left_out`)."""
+    if left_out is not None:
+        raw = selection.reduce(info, monoid, left_out, axes, keepdims, None, backend, tuning,
+                               stream, False, None, raw=True)
+    elif info.mask is not None:
+        raw = masked.reduce(info, monoid, masked.NAMED, axes, keepdims, None, backend, tuning,
+                            stream, False, None, raw=True)
+    else:
+        raw = partial.reduce_axes_raw(info, monoid, axes, keepdims, None, backend, tuning,
+                                      stream)
+    if not isinstance(raw, np.ma.MaskedArray):
+        return _finish(monoid, raw)
+    lanes = np.ma.getmaskarray(raw)
+    lanes = lanes[lanes.dtype.names[0]] if lanes.dtype.names else lanes
+    data = np.ascontiguousarray(raw.data)
+    if lanes.all():  # nothing unmasked anywhere: every result masked
+        template = _finish(monoid, data.reshape(-1)[:0])
+        return _masked_like(template, lambda part: np.ma.masked_all(lanes.shape, part.dtype))
+    data[lanes] = data[~lanes].reshape(-1)[0]  # a lane's stand-in: finished, then masked
+    return _masked_like(_finish(monoid, data), lambda part: np.ma.MaskedArray(part, mask=lanes))
+
+
+def _finish(monoid: Monoid, raw: np.ndarray):
+    return raw if monoid.finalize_array is None else monoid.finalize_array(raw)
+
+
+def _masked_like(finished, make):
+    parts = tuple(make(p) for p in _results(finished))
+    return parts if isinstance(finished, tuple) else parts[0]
+
+
+def keepdims_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
+    """The result's shape (NumPy's)."""
+    return result_shape(shape, axes, keepdims)
