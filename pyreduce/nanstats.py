@@ -2,11 +2,12 @@
 the tuple accumulators of :mod:`pyreduce.structured`: ``nanmean``, ``nanvar``,
 ``nanstd``, ``nanargmax``, ``nanargmin``, ``ptp`` and ``count_nonzero``.
 
-Like ``mean``, ``argmax`` and ``minmax``, each reduces every element to one value
-(no ``axis=``, except ``count_nonzero``), in one pass, on every backend, and
-returns it on the host: ``device_result=`` and ``out=`` are not taken.
-They take ``backend=``, ``stream=``, ``variant=`` and ``tuning=``, as
-:func:`pyreduce.reduce` does. A masked array's unmasked elements are reduced, and a
+Like ``mean``, ``argmax`` and ``minmax``, each reduces in one pass, on every
+backend, and takes NumPy's keywords in NumPy's order (``axis``, ``dtype``,
+``out``, ``keepdims``, ``where``, ``ddof``/``correction`` where NumPy's
+function has them), ``device_result=`` and ``backend=``, ``stream=``,
+``variant=`` and ``tuning=``, as :func:`pyreduce.reduce` does
+(:mod:`pyreduce.along`). A masked array's unmasked elements are reduced, and a
 Dask array gives a lazy result, as for the other reductions
 (``docs/semantics.md``).
 """
@@ -16,7 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import masked, structured
-from .api import _on_dask, _reduce, _scale_out, _tuned, sum as _sum
+from .api import (
+    _MOMENTS, _dask, _highest, _lowest, _moments, _on_dask, _reduce, _scale_out, _structured,
+    _tuned, sum as _sum,
+)
 from .interop import inspect
 
 __all__ = ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero"]
@@ -31,20 +35,14 @@ def _whole(name: str, x, monoid_of, kwargs: dict, rule=masked.NAMED):
                    **_tuned(kwargs, name))
 
 
-def _moments(statistic: str, x, ddof, correction, kwargs: dict):
-    ddof = structured.degrees_of_freedom(ddof, correction)
-    return _whole(statistic, x, lambda dt: structured.moments_monoid(dt, statistic, ddof),
-                  kwargs)
-
-
-def nanmean(x, **kwargs):
+def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=False,
+            **kwargs):
     """The mean of the elements that are not NaN, like ``np.nanmean``: a complex
     value with NaN in either part is skipped. Dtypes as for ``mean`` (float32
     for float16 and bfloat16 input, where NumPy returns float16); integers and
     bools have no NaN, so their mean is ``mean``'s. An empty or all-NaN input
-    gives NaN with NumPy's RuntimeWarning ("Mean of empty slice"). No ``axis=``:
-    every element is reduced. Keywords: ``backend``, ``stream``, ``variant`` and
-    ``tuning``, as for ``reduce``.
+    gives NaN with NumPy's RuntimeWarning ("Mean of empty slice"), as does such
+    a lane along ``axis``. Keywords as for ``mean``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nanmean(np.array([1.0, np.nan, 3.0]), backend="cpu"))
@@ -53,18 +51,21 @@ def nanmean(x, **kwargs):
     (0.5+2j)
     """
     if _on_dask(x):
-        return _scale_out("nanmean", locals())
-    return _whole("nanmean", x, lambda dt: structured.moments_monoid(dt, "nanmean"), kwargs)
+        return _dask("nanmean", x, kwargs, axis=axis, dtype=dtype, out=out,
+                     keepdims=keepdims, device_result=device_result)
+    return _structured("nanmean", x, lambda dt: structured.moments_monoid(dt, "nanmean"), axis,
+                       keepdims, out, dtype, device_result, kwargs, _MOMENTS)
 
 
-def nanvar(x, ddof=0, *, correction=None, **kwargs):
+def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
+           device_result=False, **kwargs):
     """The variance of the elements that are not NaN, like ``np.nanvar``: real for
     complex input, dtypes as for ``var``. ``ddof`` (NumPy's) or ``correction`` (the
     array API's name for it; giving both is a ValueError, as in NumPy) is
     subtracted from the count of numbers. Where none is left (all-NaN, empty, or
     ``ddof`` at least the count) the result is NaN with NumPy's RuntimeWarning
     ("Degrees of freedom <= 0 for slice"); ``var`` gives inf there, as NumPy's
-    does. No ``axis=``. Keywords as for ``nanmean``.
+    does. Keywords as for ``var``.
 
     >>> import numpy as np, pyreduce
     >>> x = np.array([1.0, np.nan, 2.0, 3.0, 4.0])
@@ -73,32 +74,31 @@ def nanvar(x, ddof=0, *, correction=None, **kwargs):
     >>> float(pyreduce.nanvar(x, correction=1, backend="cpu"))
     1.6666666666666667
     """
-    if _on_dask(x):
-        return _scale_out("nanvar", locals())
-    return _moments("nanvar", x, ddof, correction, kwargs)
+    return _moments("nanvar", x, axis, dtype, out, ddof, keepdims, correction, device_result,
+                    kwargs)
 
 
-def nanstd(x, ddof=0, *, correction=None, **kwargs):
+def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
+           device_result=False, **kwargs):
     """``sqrt(nanvar(x, ddof))``, like ``np.nanstd``. Keywords as for ``nanvar``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.nanstd(np.array([2.0, np.nan, 4.0]), backend="cpu"))
     1.0
     """
-    if _on_dask(x):
-        return _scale_out("nanstd", locals())
-    return _moments("nanstd", x, ddof, correction, kwargs)
+    return _moments("nanstd", x, axis, dtype, out, ddof, keepdims, correction, device_result,
+                    kwargs)
 
 
-def nanargmax(x, **kwargs):
+def nanargmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
     """The flat (C-order) index of the largest element that is not NaN, the first
     on ties, like ``np.nanargmax``, which reads a NaN as -inf (so where the
     largest number is -inf, a NaN before it can be the answer, as in NumPy). A
     complex value with NaN in either part is NaN; complex values are ordered by
     the real part, then the imaginary one. An all-NaN input raises NumPy's
     ValueError ("All-NaN slice encountered"), an empty one ValueError too.
-    Integers and bools: ``argmax``. Result int64; no ``axis=``. Keywords as for
-    ``nanmean``.
+    Integers and bools: ``argmax``. Result int64 (``intp``). Keywords as for
+    ``argmax``.
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.nanargmax(np.array([np.nan, 3.0, 7.0, np.nan, 7.0]), backend="cpu"))
@@ -109,11 +109,13 @@ def nanargmax(x, **kwargs):
     ValueError: All-NaN slice encountered
     """
     if _on_dask(x):
-        return _scale_out("nanargmax", locals())
-    return _whole("nanargmax", x, structured.nanargmax_monoid, kwargs, masked.INDEX)
+        return _dask("nanargmax", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("nanargmax", x, structured.nanargmax_monoid, axis, keepdims, out, None,
+                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_lowest)
 
 
-def nanargmin(x, **kwargs):
+def nanargmin(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
     """The flat index of the smallest element that is not NaN (NaN read as +inf),
     like ``np.nanargmin``. Errors and keywords as for ``nanargmax``.
 
@@ -122,17 +124,19 @@ def nanargmin(x, **kwargs):
     2
     """
     if _on_dask(x):
-        return _scale_out("nanargmin", locals())
-    return _whole("nanargmin", x, structured.nanargmin_monoid, kwargs, masked.INDEX)
+        return _dask("nanargmin", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("nanargmin", x, structured.nanargmin_monoid, axis, keepdims, out, None,
+                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_highest)
 
 
-def ptp(x, **kwargs):
+def ptp(x, axis=None, out=None, keepdims=False, *, device_result=False, **kwargs):
     """Peak to peak, ``max(x) - min(x)``, in one pass, like ``np.ptp``: of the
     input's dtype, integers wrapping as NumPy's do (int8 ``[-100, 100]`` gives
     -56), NaN propagating, complex values ordered by the real part, then the
     imaginary one. float16 and bfloat16 give float32 (``max`` and ``min`` of
     them do). A bool input is a TypeError, as in NumPy, and an empty one a
-    ValueError. No ``axis=``. Keywords as for ``nanmean``.
+    ValueError. Keywords as for ``minmax``.
 
     >>> import numpy as np, pyreduce
     >>> float(pyreduce.ptp(np.array([3.0, -1.5, 2.0]), backend="cpu"))
@@ -141,8 +145,10 @@ def ptp(x, **kwargs):
     np.int8(-56)
     """
     if _on_dask(x):
-        return _scale_out("ptp", locals())
-    return _whole("ptp", x, structured.ptp_monoid, kwargs)
+        return _dask("ptp", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("ptp", x, structured.ptp_monoid, axis, keepdims, out, None,
+                       device_result, kwargs)
 
 
 def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):

@@ -322,16 +322,23 @@ def test_count_nonzero_keywords_and_errors(backend):
 
 @pytest.mark.parametrize("name", ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
                                   "ptp"])
-def test_structured_keywords_only(backend, name):
+def test_numpy_keywords_and_no_others(backend, name):
+    """NumPy's keywords are taken (axis=0 of a 1-D input is its one value, as a
+    0-d array with keepdims=False); reduce()'s own are not; a one-value result
+    asked for on the device is a device array of the value."""
     x = np.array([1.0, np.nan, 3.0])
     fn = getattr(pyreduce, name)
-    with pytest.raises(TypeError, match=f"{name}.. got an unexpected keyword argument 'axis'"):
-        fn(x, axis=0, **on(backend))
+    whole = fn(x, **on(backend))
+    along = fn(x, axis=0, **on(backend))
+    assert np.array_equal(np.asarray(along), np.asarray(whole), equal_nan=True)
+    kept = fn(x, axis=0, keepdims=True, **on(backend))
+    assert np.shape(kept) == (1,)
     with pytest.raises(TypeError, match="unexpected keyword argument 'initial'"):
         fn(x, initial=0.0, **on(backend))
     if backend != "cpu":
-        with pytest.raises(TypeError, match="device_result"):  # finished on the host
-            fn(x, **on(backend, device_result=True))
+        got = fn(x, **on(backend, device_result=True))
+        assert np.array_equal(np.asarray(got.copy_to_host() if hasattr(got, "copy_to_host")
+                                         else got), np.asarray(whole), equal_nan=True)
 
 
 def test_masked_arrays_reduce_the_unmasked_elements(backend):

@@ -142,3 +142,32 @@ def test_errors_name_the_call():
         pyreduce.argmax(np.empty((3, 0)), axis=1, backend="cpu")
     with pytest.raises(TypeError, match="mean"):
         pyreduce.mean(x, axis=0, bogus=1, backend="cpu")
+
+
+@settings(max_examples=8, deadline=None)
+@given(shape=st.sampled_from(SHAPES[1:]), dtype=st.sampled_from([np.float32, np.float64]),
+       layout=st.sampled_from(["C", "T"]), seed=st.integers(0, 2**31), data=st.data())
+def test_nan_statistics_along_axes(backend, shape, dtype, layout, seed, data):
+    x = _layout(_data(shape, dtype, seed), layout)
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    kw = on(backend)
+    wide = x.astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _same(pyreduce.nanmean(x, axis=axis, keepdims=keepdims, **kw),
+              np.nanmean(wide, axis=axis, keepdims=keepdims), exact=False)
+        _same(pyreduce.nanvar(x, axis=axis, ddof=1, keepdims=keepdims, **kw),
+              np.nanvar(wide, axis=axis, ddof=1, keepdims=keepdims), exact=False)
+        _same(pyreduce.nanstd(x, axis=axis, keepdims=keepdims, **kw),
+              np.nanstd(wide, axis=axis, keepdims=keepdims), exact=False)
+    _same(pyreduce.ptp(x, axis=axis, keepdims=keepdims, **kw),
+          np.ptp(x, axis=axis, keepdims=keepdims), exact=True)
+    lanes = np.isnan(x).all(axis=axis)
+    for name in ("nanargmax", "nanargmin"):
+        if lanes.any():  # NumPy's error for an all-NaN lane
+            with pytest.raises(ValueError, match="All-NaN slice"):
+                getattr(pyreduce, name)(x, axis=axis, **kw)
+        else:
+            _same(getattr(pyreduce, name)(x, axis=axis, keepdims=keepdims, **kw),
+                  getattr(np, name)(x, axis=axis, keepdims=keepdims), exact=True)
