@@ -1,4 +1,18 @@
-"""Timing helpers shared by the benchmark files."""
+"""The benchmarks' one timer module: every way a study times a call.
+
+* :func:`device_seconds`: GPU time per call, CUDA events with the GPU held (the
+  autotuner's timer), and :func:`copy_GBps` / :func:`copy_ceiling` on it;
+* :func:`host_seconds`: the median of rounds of the mean wall time per call;
+* :func:`wall_seconds` and :func:`median_seconds`: the median of single timed
+  calls after an untimed one (what a call that compiles first, or a Dask
+  compute, is timed by);
+* :func:`per_call_us` and :func:`burst_us`: the host's cost of a call, the best
+  of rounds or the median over bursts that never fill the GPU's queue;
+* :func:`fresh_process`: a command in a new process, timed from outside.
+"""
+
+import subprocess
+import time
 
 import numpy as np
 
@@ -11,14 +25,31 @@ def device_seconds(fn, reps=20, batches=5, hold=True):
     return timer(fn, reps, batches, hold)
 
 
+def copy_GBps(src, dst, reps=10) -> float:
+    """GB/s of the device-to-device copy of the CuPy array ``src`` into ``dst``,
+    read + write bytes."""
+    import cupy as cp
+
+    seconds = device_seconds(lambda: cp.copyto(dst, src), reps=reps)
+    return 2 * src.nbytes / seconds / 1e9
+
+
+def copy_ceiling(n: int = 2**28, reps: int = 10) -> float:
+    """GB/s of a device-to-device copy of ``n`` float32, read + write bytes: the
+    bandwidth the memory sustains."""
+    import cupy as cp
+
+    src = cp.ones(n, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    return copy_GBps(src, dst, reps)
+
+
 def host_seconds(fn, calls=200, rounds=5, min_seconds=0.0):
     """Median over rounds of the mean wall time of a call that returns to the host.
     With ``min_seconds``, a round makes more than ``calls`` calls (up to 20 times
     as many) where ``calls`` would take less: a round of microsecond calls then
     spans the pauses (garbage collection, deferred frees) that a short one
     catches or misses by chance."""
-    import time
-
     fn()
     if min_seconds:
         t0 = time.perf_counter()
@@ -33,3 +64,62 @@ def host_seconds(fn, calls=200, rounds=5, min_seconds=0.0):
             fn()
         times.append((time.perf_counter() - t0) / calls)
     return float(np.median(times))
+
+
+def median_seconds(fn, reps: int) -> float:
+    """The median wall time of ``reps`` calls of ``fn``, each timed on its own."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def wall_seconds(fn, budget: float = 1.0, most: int = 25) -> float:
+    """The median wall time of repeated calls of ``fn`` after one untimed call
+    (which compiles), as many as fit ``budget`` seconds (3 at least)."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    return median_seconds(fn, max(3, min(most, int(budget / max(first, 1e-6)))))
+
+
+def per_call_us(fn, calls=20000) -> float:
+    """Microseconds per call of ``fn``: the best of five rounds of back-to-back
+    calls, after one untimed call."""
+    fn()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls // 5):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / (calls // 5))
+    return best * 1e6
+
+
+def burst_us(fn, sync, burst: int = 32, rounds: int = 300) -> float:
+    """Host microseconds per call of ``fn`` in bursts of ``burst`` calls, short
+    enough that the GPU's launch queue never fills (``sync()`` waits for the
+    device between bursts, off the clock): what issuing a call costs the host.
+    The median over ``rounds``."""
+    fn()
+    sync()
+    times = []
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        times.append((time.perf_counter() - t0) / burst)
+    sync()
+    return float(np.median(times)) * 1e6
+
+
+def fresh_process(argv, env: dict, timeout: float, cwd: str):
+    """``argv`` run in a new process: the finished process (its output captured
+    as text) and the wall seconds it took, start to exit."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
+    return proc, time.perf_counter() - t0

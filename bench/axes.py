@@ -32,9 +32,7 @@ checked first.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import os
 import sys
 import traceback
@@ -42,9 +40,12 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import device_seconds  # noqa: E402
+from _cli import Command, dispatch, with_out  # noqa: E402
+from _report import docs, load, meta, save, table, versions_text, write  # noqa: E402
+from _timing import copy_ceiling, device_seconds  # noqa: E402
+from peers import DISTS, matrix_calls, segmented_calls, to_host as _host  # noqa: E402
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "performance")
+DOCS = docs("performance")
 ROWS, COLS = 2**14, 2**14
 SEGMENTED_N = 2**26
 SEGMENT_SIZES = [1, 32, 1024, 2**20]
@@ -85,14 +86,6 @@ class Checker:
             ok, detail = False, ": raised\n" + traceback.format_exc()
         self.failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}{detail}", flush=True)
-
-
-def _host(a):
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
-        return np.asarray(a.get())
-    if hasattr(a, "copy_to_host"):
-        return a.copy_to_host()
-    return np.asarray(a)
 
 
 def _fold_rows(x: np.ndarray, op, axis) -> np.ndarray:
@@ -218,77 +211,6 @@ def _check_segments(c, cp, pyreduce, rng):
 # Timings
 
 
-def _meta() -> dict:
-    from compare import _meta as meta
-
-    return meta()
-
-
-def _segmented_calls(x, size: int):
-    """``{library: call}`` for segments of ``size``: each leaves its result on the
-    device."""
-    import cupy as cp
-
-    import pyreduce
-
-    S = x.size // size
-    offsets = cp.arange(0, x.size + 1, size, dtype=cp.int64)
-    starts, ends = offsets[:-1], offsets[1:]
-    calls = {
-        "pyreduce": lambda: pyreduce.segmented_reduce(x, offsets, "add"),
-        "pyreduce-lambda": lambda: pyreduce.segmented_reduce(x, offsets, lambda a, b: a + b,
-                                                             np.float32(0)),
-        "cupy reduceat": lambda: cp.add.reduceat(x, starts),
-        "cupy reshape-sum": lambda: x.reshape(S, size).sum(axis=1),
-    }
-    cc = _cuda_compute_segmented(x, starts, ends, S)
-    if cc is not None:
-        calls["cuda.compute"] = cc
-    return calls
-
-
-def _cuda_compute_segmented(x, starts, ends, S):
-    try:
-        import cuda.compute as cc
-    except Exception:  # not installed, or no bindings for this CUDA
-        return None
-    import cupy as cp
-
-    out = cp.empty(S, dtype=x.dtype)
-    init = np.zeros(1, x.dtype)
-    args = dict(d_in=x, d_out=out, op=cc.OpKind.PLUS, num_segments=S, start_offsets_in=starts,
-                end_offsets_in=ends, h_init=init)
-    try:
-        reducer = cc.make_segmented_reduce(d_in=x, d_out=out, start_offsets_in=starts,
-                                           end_offsets_in=ends, op=cc.OpKind.PLUS, h_init=init)
-        nbytes = reducer(temp_storage=None, **args)
-        tmp = cp.empty(max(1, nbytes), dtype=cp.uint8)
-
-        def call():
-            reducer(temp_storage=tmp, **args)
-            return out
-
-        call()
-        return call
-    except Exception:  # an API this version does not have
-        traceback.print_exc()
-        return None
-
-
-def _matrix_calls(x, axis: int):
-    """``{library: (call, reference)}`` for the matrix along ``axis``."""
-    import pyreduce
-
-    return {
-        "pyreduce sum": (lambda: pyreduce.sum(x, axis=axis), lambda: x.sum(axis=axis)),
-        "pyreduce-lambda sum": (lambda: pyreduce.reduce(x, lambda a, b: a + b, axis=axis),
-                                lambda: x.sum(axis=axis)),
-        "cupy sum": (lambda: x.sum(axis=axis), lambda: x.sum(axis=axis)),
-        "pyreduce max": (lambda: pyreduce.max(x, axis=axis), lambda: x.max(axis=axis)),
-        "cupy max": (lambda: x.max(axis=axis), lambda: x.max(axis=axis)),
-    }
-
-
 def _close(got, want) -> bool:
     got, want = _host(got), _host(want)
     return got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-3, atol=1e-2))
@@ -298,18 +220,17 @@ def run(out: str) -> int:
     import cupy as cp
 
     import pyreduce
-    from compare import copy_ceiling
 
     failures = check()
     if failures:
         print("the check failed: nothing timed", flush=True)
         return 1
-    meta = _meta()
-    meta["ceiling_GBps"] = copy_ceiling()
+    found = meta(DISTS)
+    found["ceiling_GBps"] = copy_ceiling()
     rows = []
     x = cp.random.default_rng(1).standard_normal((ROWS, COLS), dtype=cp.float32)
     for axis, what in ((1, "rows"), (0, "columns")):
-        for lib, (call, ref) in _matrix_calls(x, axis).items():
+        for lib, (call, ref) in matrix_calls(x, axis).items():
             ok = _close(call(), ref())
             sec = device_seconds(call, reps=10)
             plan = _plan(pyreduce, x, axis) if lib.startswith("pyreduce") else ""
@@ -320,14 +241,13 @@ def run(out: str) -> int:
     y = cp.random.default_rng(2).standard_normal(SEGMENTED_N, dtype=cp.float32)
     for size in SEGMENT_SIZES:
         want = y.reshape(-1, size).sum(axis=1)
-        for lib, call in _segmented_calls(y, size).items():
+        for lib, call in segmented_calls(y, size).items():
             ok = _close(call(), want)
             sec = device_seconds(call, reps=10)
             rows.append(dict(case=f"segments of {size}", lib=lib, us=sec * 1e6,
                              GBps=y.nbytes / sec / 1e9, correct=ok, plan=""))
             _print(rows[-1])
-    with open(out, "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    save(out, dict(meta=found, rows=rows))
     return 0 if all(r["correct"] for r in rows) else 1
 
 
@@ -348,16 +268,14 @@ def _print(row):
 
 
 def report(path: str) -> str:
-    with open(path) as f:
-        data = json.load(f)
-    meta, rows = data["meta"], data["rows"]
-    versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+    data = load(path)
+    m, rows = data["meta"], data["rows"]
     out = [
         "<!-- written by bench/axes.py report; do not edit -->",
-        f"Measured on {meta['gpu']}, {meta['date']} ({versions}). Device time per "
-        "call (CUDA events around back-to-back calls, result left on the device), as "
+        f"Measured on {m['gpu']}, {m['date']} ({versions_text(m.get('versions', {}))}). Device "
+        "time per call (CUDA events around back-to-back calls, result left on the device), as "
         "GB/s of input read and microseconds. Copy ceiling (read + write of a "
-        f"device-to-device copy): {meta['ceiling_GBps']:.0f} GB/s.",
+        f"device-to-device copy): {m['ceiling_GBps']:.0f} GB/s.",
     ]
     matrix = [r for r in rows if not r["case"].startswith("segments")]
     segments = [r for r in rows if r["case"].startswith("segments")]
@@ -375,36 +293,37 @@ def _table(rows) -> list:
     if not rows:
         return []
     libs = list(dict.fromkeys(r["lib"] for r in rows))
-    out = ["", "| case | " + " | ".join(libs) + " |", "|---" * (len(libs) + 1) + "|"]
+    cells = []
     for case in dict.fromkeys(r["case"] for r in rows):
-        cells = []
+        cells.append([case])
         for lib in libs:
             r = next((r for r in rows if r["case"] == case and r["lib"] == lib), None)
-            cells.append("-" if r is None else f"{r['GBps']:.0f} GB/s, {r['us']:.0f} us"
-                         + ("" if r["correct"] else " (wrong)"))
-        out.append(f"| {case} | " + " | ".join(cells) + " |")
-    return out
+            cells[-1].append("-" if r is None else f"{r['GBps']:.0f} GB/s, {r['us']:.0f} us"
+                             + ("" if r["correct"] else " (wrong)"))
+    return [""] + table(["case"] + libs, cells)
+
+
+def _report(args) -> int:
+    text = report(args.path)
+    write(args.to, text)
+    print(text)
+    return 0
+
+
+def _report_arguments(g) -> None:
+    g.add_argument("path")
+    g.add_argument("--to", default=os.path.join(DOCS, "axes.md"))
+
+
+COMMANDS = {
+    "run": Command(lambda a: run(a.out), with_out()),
+    "check": Command(lambda a: 1 if check() else 0),
+    "report": Command(_report, _report_arguments),
+}
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
-    sub.add_parser("check")
-    g = sub.add_parser("report")
-    g.add_argument("path")
-    g.add_argument("--to", default=os.path.join(DOCS, "axes.md"))
-    args = p.parse_args(argv)
-    if args.cmd == "run":
-        return run(args.out)
-    if args.cmd == "check":
-        return 1 if check() else 0
-    text = report(args.path)
-    with open(args.to, "w") as f:
-        f.write(text)
-    print(text)
-    return 0
+    return dispatch(__doc__, COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,17 @@ machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
+import platform
 import sys
 import tempfile
 import textwrap
-import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _cli import main  # noqa: E402
+from _report import gpu_name, row, table, today  # noqa: E402
+from _timing import fresh_process  # noqa: E402
 
 _PRELUDE = """
 import json, os, sys, time
@@ -128,10 +131,8 @@ def _environment(tree: str | None, cache_dir: str) -> dict:
 
 def _run_case(name: str, env: dict, timeout: float) -> dict:
     code = _PRELUDE + textwrap.dedent(CASES[name])
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=env["PYREDUCE_CACHE_DIR"])
-    wall = time.perf_counter() - t0
+    proc, wall = fresh_process([sys.executable, "-c", code], env, timeout,
+                               env["PYREDUCE_CACHE_DIR"])
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             out = json.loads(line[len("RESULT "):])
@@ -142,11 +143,9 @@ def _run_case(name: str, env: dict, timeout: float) -> dict:
 
 
 def _run_demo(env: dict, timeout: float) -> dict:
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pyreduce", "demo"], env=env,
-                          capture_output=True, text=True, timeout=timeout,
-                          cwd=env["PYREDUCE_CACHE_DIR"])
-    return {"seconds": time.perf_counter() - t0, "ok": proc.returncode == 0}
+    proc, wall = fresh_process([sys.executable, "-m", "pyreduce", "demo"], env, timeout,
+                               env["PYREDUCE_CACHE_DIR"])
+    return {"seconds": wall, "ok": proc.returncode == 0}
 
 
 def _has(module: str) -> bool:
@@ -176,32 +175,24 @@ def run(args) -> dict:
 
 
 def _meta() -> dict:
-    import datetime
-    import platform
-
-    meta = {"date": datetime.date.today().isoformat(), "python": platform.python_version(),
-            "host": platform.node(), "cpus": os.cpu_count()}
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-        meta["gpu"] = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, IndexError):
-        meta["gpu"] = None
-    return meta
+    """Where it ran; the GPU's name from ``nvidia-smi``, so that this process
+    never starts CUDA."""
+    return {"date": today(), "python": platform.python_version(), "host": platform.node(),
+            "cpus": os.cpu_count(), "gpu": gpu_name("nvidia-smi")}
 
 
 def report(data: dict) -> str:
     meta = data["meta"]
     lines = [f"Cold start, {meta.get('gpu') or 'no GPU'}, {meta['cpus']} CPUs, "
-             f"{meta['date']} ({meta['tree']})", "",
-             "| case | cold (s) | warm (s) | result |", "|---|---|---|---|"]
+             f"{meta['date']} ({meta['tree']})", ""] + table(
+                 ["case", "cold (s)", "warm (s)", "result"], [])
     for name, runs in data["results"].items():
         cells = []
         for state in ("cold", "warm"):
             r = runs.get(state, {})
             cells.append("error" if "error" in r else f"{r.get('seconds', float('nan')):.3f}")
         ok = all(r.get("ok", True) and "error" not in r for r in runs.values())
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {'agrees' if ok else 'WRONG'} |")
+        lines.append(row([name] + cells + ["agrees" if ok else "WRONG"]))
     sweep = data["results"].get("sweep", {})
     for state in ("cold", "warm"):
         r = sweep.get(state)
@@ -212,27 +203,12 @@ def report(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
+def _arguments(r) -> None:
     r.add_argument("--tree", help="another checkout of pyreduce to measure")
     r.add_argument("--cases", nargs="*", help=f"from {', '.join(list(CASES) + ['demo'])}")
     r.add_argument("--sweep-max-exp", type=int, default=8)
     r.add_argument("--timeout", type=float, default=300.0)
-    p = sub.add_parser("report")
-    p.add_argument("file")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        data = run(args)
-        with open(args.out, "w") as f:
-            json.dump(data, f, indent=1)
-        print(report(data))
-    else:
-        with open(args.file) as f:
-            print(report(json.load(f)))
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, _arguments, run, report)

@@ -25,9 +25,6 @@ and ``variant="auto"`` (at 2**20..2**28, or ``--log2``). ``report`` writes
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import os
 import sys
 import time
@@ -35,50 +32,19 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import device_seconds, host_seconds  # noqa: E402
-from peers import CASES, LIBS, UNHELD, Case, calls, data, expected  # noqa: E402
+from _cli import Command, UsageError, add_max_log2, dispatch, upto, with_out  # noqa: E402
+from _report import (cupy_version, docs, load, log2, meta as _run_meta, pow2,  # noqa: E402
+                     pyplot, row as _md_row, rule, save, save_chart, table, versions_text, write)
+from _timing import copy_ceiling, device_seconds, host_seconds  # noqa: E402,F401
+from peers import (CASES, DISTS, LIBS, UNHELD, Case, calls, close, data,  # noqa: E402
+                   expected, pick)
 
 SIZES = [2**10, 2**12, 2**14, 2**16, 2**20, 2**24, 2**26, 2**28]
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "performance")
-
-
-def _versions() -> dict:
-    from importlib import metadata
-
-    out = {}
-    for dist in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch",
-                 "cuda-cccl", "cuda-bindings"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+DOCS = docs("performance")
 
 
 def _meta() -> dict:
-    import cupy as cp
-
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props["name"]
-    return dict(gpu=name.decode() if isinstance(name, bytes) else name,
-                date=datetime.date.today().isoformat(), versions=_versions())
-
-
-def copy_ceiling(n: int = 2**28) -> float:
-    """GB/s of a device-to-device copy of ``n`` float32, read + write bytes."""
-    import cupy as cp
-
-    src = cp.ones(n, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    seconds = device_seconds(lambda: cp.copyto(dst, src), reps=10)
-    return 2 * src.nbytes / seconds / 1e9
-
-
-def _close(got, want, case: Case, n: int) -> bool:
-    if case.dtype.startswith("float") and case.op == "sum":
-        eps = np.finfo(case.dtype).eps
-        return abs(float(got) - want) <= 4 * eps * np.sqrt(n) * max(1.0, np.sqrt(n))
-    return float(got) == float(want)
+    return _run_meta(DISTS)
 
 
 #: the least wall time of one round of host calls (:func:`_timing.host_seconds`)
@@ -125,7 +91,7 @@ def measure(case: Case, n: int, libs, x, rounds: int = 3) -> list[dict]:
         rows.append(dict(lib=lib, case=case.name, dtype=case.dtype, op=case.op, acc=case.acc,
                          n=n, device_us=dsec * 1e6, GBps=x.nbytes / dsec / 1e9,
                          host_us=hsec * 1e6, call_us=isec * 1e6, rounds=rounds,
-                         correct=bool(_close(got[lib], want, case, n))))
+                         correct=bool(close(got[lib], want, case, n))))
     return rows
 
 
@@ -169,8 +135,7 @@ def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS, add: bool = False) -> Non
           f"{meta['compile']['first_call_s']:.2f} s", flush=True)
     rows, names = [], [c.name for c in cases]
     if add and os.path.exists(out):
-        with open(out) as f:
-            earlier = json.load(f)
+        earlier = load(out)
         rows = [r for r in earlier["rows"] if r["case"] not in names]
         meta = dict(earlier["meta"], later=earlier["meta"].get("later", [])
                     + [dict(meta, cases=names)])
@@ -182,8 +147,7 @@ def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS, add: bool = False) -> Non
             print(f"{case.name:>16} 2**{n.bit_length() - 1:<2} " + "  ".join(
                 f"{r['lib']}={r['GBps']:.0f}GB/s,{r['host_us']:.0f}us"
                 + ("" if r["correct"] else "(WRONG)") for r in found), flush=True)
-        with open(out, "w") as f:  # after every case: a cut-off run keeps what it has
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+        save(out, dict(meta=meta, rows=rows))  # after every case: a cut-off run keeps it
 
 
 #: pyreduce's tuning space: variant x block size x items per thread (as a multiple
@@ -193,9 +157,8 @@ def run(out: str, sizes=SIZES, cases=CASES, libs=LIBS, add: bool = False) -> Non
 SWEEP_SPACE = dict(variant=["last_block", "warp_shuffle"], block=[256, 512], loads=[2, 4, 8],
                    waves=[1, 2, 4, 8, 16])
 SWEEP_LOG2 = [20, 24, 26, 28]
-SWEEP_CASES = [Case("float32", "sum", "float32"), Case("float32", "max", "float32"),
-               Case("int32", "sum", "int32"), Case("float64", "sum", "float64"),
-               Case("float64", "max", "float64"), Case("int8", "sum", "int64")]
+SWEEP_CASES = pick(["float32 sum", "float32 max", "int32 sum", "float64 sum", "float64 max",
+                    "int8->int64 sum"])
 
 
 def sweep_configs(text=None) -> list[tuple]:
@@ -242,7 +205,7 @@ def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
             base = dict(case=case.name, n=n)
             rows.append(dict(base, config="cupy", GBps=timed(calls("cupy", case, x)[0])))
             got = pyreduce.reduce(x, op, dtype=acc)
-            rows.append(dict(base, config="auto", correct=bool(_close(got, want, case, n)),
+            rows.append(dict(base, config="auto", correct=bool(close(got, want, case, n)),
                              GBps=timed(lambda: pyreduce.reduce(x, op, dtype=acc,
                                                                 device_result=True))))
             seen = set()
@@ -265,7 +228,7 @@ def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
                                  block_size=block, items_per_thread=items,
                                  max_blocks=tuning.max_blocks,
                                  **kernels[variant, block, items],
-                                 correct=bool(_close(got, want, case, n)),
+                                 correct=bool(close(got, want, case, n)),
                                  GBps=timed(lambda: pyreduce.reduce(
                                      x, op, dtype=acc, device_result=True, tuning=tuning))))
             mine = [r for r in rows if r["case"] == case.name and r["n"] == n]
@@ -273,8 +236,8 @@ def sweep(out: str, sizes=tuple(2**k for k in SWEEP_LOG2), cases=SWEEP_CASES,
             best = max(mine[2:], key=lambda r: r["GBps"])
             print(f"{case.name} 2**{n.bit_length() - 1}: cupy {cupy['GBps']:.0f}, auto "
                   f"{auto['GBps']:.0f} GB/s, best {_label(best)} {best['GBps']:.0f}", flush=True)
-            with open(out, "w") as f:  # after every size: a cut-off run keeps what it has
-                json.dump(dict(meta=meta, rows=rows), f, indent=1)
+            # after every size: a cut-off run keeps what it has
+            save(out, dict(meta=meta, rows=rows))
 
 
 # --- report -----------------------------------------------------------------
@@ -285,16 +248,10 @@ def _row(rows, **match):
     return found[0] if found else None
 
 
-def _pow(n: int) -> str:
-    """``n`` as the docs write a power of two: 2<sup>k</sup>."""
-    return f"2<sup>{n.bit_length() - 1}</sup>"
-
-
 def report(path: str, docs: str = DOCS, stem: str = "compare") -> str:
     """Tables and ratios into ``docs/performance/<stem>.md``, the charts into
     ``<stem>.png`` (bandwidth) and ``<stem>-latency.png`` (small calls)."""
-    with open(path) as f:
-        data_ = json.load(f)
+    data_ = load(path)
     meta, rows = data_["meta"], data_["rows"]
     sizes = sorted({r["n"] for r in rows})
     libs = [lib for lib in LIBS if any(r["lib"] == lib for r in rows)]
@@ -308,19 +265,21 @@ def report(path: str, docs: str = DOCS, stem: str = "compare") -> str:
         lines += ["    " + line if line else "" for line in _case_tables(rows, case, sizes, libs)]
     text = "\n".join(lines) + "\n"
     os.makedirs(docs, exist_ok=True)
-    with open(os.path.join(docs, f"{stem}.md"), "w") as f:
-        f.write(text)
+    write(os.path.join(docs, f"{stem}.md"), text)
     _chart(rows, meta, sizes, libs, os.path.join(docs, f"{stem}.png"), "GBps")
     _chart(rows, meta, sizes, libs, os.path.join(docs, f"{stem}-latency.png"), "host_us")
     return text
 
 
+#: the versions the provenance line names, and how
+PROVENANCE = {"numba": "numba", "numba-cuda": "numba-cuda", "cupy": "CuPy", "torch": "PyTorch",
+              "cuda-cccl": "cuda-cccl (cuda.compute)"}
+
+
 def _provenance(meta) -> str:
     """Where and with what a run was measured, and its compile times."""
     v, comp = meta["versions"], meta["compile"]
-    text = (f"{meta['gpu']}, {meta['date']}; numba {v.get('numba')}, numba-cuda "
-            f"{v.get('numba-cuda')}, CuPy {v.get('cupy-cuda13x') or v.get('cupy-cuda12x')}, "
-            f"PyTorch {v.get('torch')}, cuda-cccl (cuda.compute) {v.get('cuda-cccl')}. "
+    text = (f"{meta['gpu']}, {meta['date']}; " + versions_text(v, PROVENANCE) + ". "
             f"A device-to-device copy (read + write bytes) reached "
             f"{meta['ceiling_GBps']:.0f} GB/s. ")
     if "process_first_call_s" in comp:
@@ -340,18 +299,17 @@ def _case_tables(rows, case, sizes, libs) -> list[str]:
     """Bandwidth at the large sizes, then call times at the small ones."""
     big = sorted((n for n in sizes if n >= 2**20), reverse=True)
     small = [n for n in sizes if n <= 2**16]
-    out = ["| library | " + " | ".join(_pow(n) for n in big) + " |",
-           "|---" + "|--:" * len(big) + "|"]
+    out = [_md_row(["library"] + [pow2(n) for n in big]), rule("l" + "r" * len(big))]
     for lib in libs:
         found = [_row(rows, lib=lib, case=case, n=n) for n in big]
         if any(found):
-            out.append(f"| {lib} | " + " | ".join(
+            out.append(_md_row([lib] + [
                 "-" if r is None else f"{r['GBps']:.0f}" + ("" if r["correct"] else " (wrong)")
-                for r in found) + " |")
+                for r in found]))
     out += ["", "GB/s: input bytes over GPU time per call.", "",
-            "| library | device result, " + _pow(2**10) + " | " + " | ".join(
-                f"host result, {_pow(n)}" for n in small) + " |",
-            "|---" + "|--:" * (1 + len(small)) + "|"]
+            _md_row(["library", "device result, " + pow2(2**10)]
+                    + [f"host result, {pow2(n)}" for n in small]),
+            rule("l" + "r" * (1 + len(small)))]
     for lib in libs:
         first = _row(rows, lib=lib, case=case, n=2**10)
         found = [_row(rows, lib=lib, case=case, n=n) for n in small]
@@ -359,7 +317,7 @@ def _case_tables(rows, case, sizes, libs) -> list[str]:
             continue
         cells = ["-" if first is None or "call_us" not in first else f"{first['call_us']:.1f}"]
         cells += ["-" if r is None else f"{r['host_us']:.1f}" for r in found]
-        out.append(f"| {lib} | " + " | ".join(cells) + " |")
+        out.append(_md_row([lib] + cells))
     return out + ["", "µs per call, wall time: back-to-back calls that leave the result on "
                   "the device, or a call that returns a host scalar.", ""]
 
@@ -373,19 +331,19 @@ def _ratios(rows, cases) -> list[str]:
             return "-"
         return f"{(b[key] / a[key]) if invert else (a[key] / b[key]):.2f}"
 
-    out = [f"| case | bandwidth, {_pow(2**28)} | bandwidth, {_pow(2**24)} | lambda / built-in, "
-           f"{_pow(2**28)} |", "|---" + "|--:" * 3 + "|"]
-    for case in cases:
-        out.append(f"| {case} | {ratio(case, 'pyreduce', 2**28, 'GBps')} | "
-                   f"{ratio(case, 'pyreduce', 2**24, 'GBps')} | "
-                   f"{ratio(case, 'pyreduce-lambda', 2**28, 'GBps', other='pyreduce')} |")
-    out += ["", f"| case | host result, {_pow(2**10)} | the same, Numba input | host result, "
-            f"{_pow(2**16)} | device result, {_pow(2**10)} |", "|---" + "|--:" * 4 + "|"]
-    for case in cases:
-        out.append(f"| {case} | {ratio(case, 'pyreduce', 2**10, 'host_us', invert=True)} | "
-                   f"{ratio(case, 'pyreduce-numba', 2**10, 'host_us', invert=True)} | "
-                   f"{ratio(case, 'pyreduce', 2**16, 'host_us', invert=True)} | "
-                   f"{ratio(case, 'pyreduce', 2**10, 'call_us', invert=True)} |")
+    out = table(["case", f"bandwidth, {pow2(2**28)}", f"bandwidth, {pow2(2**24)}",
+                 f"lambda / built-in, {pow2(2**28)}"],
+                [[case, ratio(case, "pyreduce", 2**28, "GBps"),
+                  ratio(case, "pyreduce", 2**24, "GBps"),
+                  ratio(case, "pyreduce-lambda", 2**28, "GBps", other="pyreduce")]
+                 for case in cases], "lrrr")
+    out += [""] + table(["case", f"host result, {pow2(2**10)}", "the same, Numba input",
+                         f"host result, {pow2(2**16)}", f"device result, {pow2(2**10)}"],
+                        [[case, ratio(case, "pyreduce", 2**10, "host_us", invert=True),
+                          ratio(case, "pyreduce-numba", 2**10, "host_us", invert=True),
+                          ratio(case, "pyreduce", 2**16, "host_us", invert=True),
+                          ratio(case, "pyreduce", 2**10, "call_us", invert=True)]
+                         for case in cases], "lrrrr")
     out += ["", "pyreduce against CuPy in the same run: bandwidth is pyreduce's over CuPy's "
             "(the lambda's over the built-in op's), call times CuPy's over pyreduce's, so "
             "above 1 favours pyreduce everywhere.", ""]
@@ -416,23 +374,17 @@ def sweep_report(paths, docs: str = DOCS) -> str:
              "are GB/s over CuPy's in the same process; *auto* is `variant=\"auto\"` "
              "as the code stood in that run.", ""]
     for path in paths:
-        with open(path) as f:
-            found = json.load(f)
+        found = load(path)
         meta, rows = found["meta"], found["rows"]
         labels = list(dict.fromkeys(_loads_label(r) for r in rows if r["config"] == "tuned"))
         lines += [f"## {os.path.basename(path)}", "",
                   f"{meta['gpu']} ({meta['sm_count']} SMs), {meta['date']}, numba-cuda "
-                  f"{meta['versions'].get('numba-cuda')}, CuPy {_cupy_version(meta)}.", ""]
+                  f"{meta['versions'].get('numba-cuda')}, CuPy "
+                  f"{cupy_version(meta['versions'])}.", ""]
         lines += _sweep_matrix(rows, labels) if len(labels) <= 16 else _sweep_summary(rows)
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(docs, "sweep.md"), "w") as f:
-        f.write(text)
+    write(os.path.join(docs, "sweep.md"), text)
     return text
-
-
-def _cupy_version(meta) -> str:
-    v = meta["versions"]
-    return v.get("cupy-cuda13x") or v.get("cupy-cuda12x")
 
 
 def _gbps(row) -> str:
@@ -453,29 +405,25 @@ def _sweep_cells(rows):
 
 def _sweep_matrix(rows, labels) -> list[str]:
     """Every configuration's ratio to CuPy, per case and size."""
-    out = ["| case | elements | CuPy GB/s | auto | " + " | ".join(labels) + " |",
-           "|---" * (4 + len(labels)) + "|"]
+    cells = []
     for case, n, cupy, auto, mine in _sweep_cells(rows):
         by = {_loads_label(r): r["GBps"] / cupy["GBps"] for r in mine}
-        cells = [f"{by[k]:.3f}" if k in by else "-" for k in labels]
-        out.append(f"| {case} | 2**{n.bit_length() - 1} | {_gbps(cupy)} | "
-                   f"{auto['GBps'] / cupy['GBps']:.3f} | " + " | ".join(cells) + " |")
-    return out + [""]
+        cells.append([case, log2(n), _gbps(cupy), f"{auto['GBps'] / cupy['GBps']:.3f}"]
+                     + [f"{by[k]:.3f}" if k in by else "-" for k in labels])
+    return table(["case", "elements", "CuPy GB/s", "auto"] + labels, cells) + [""]
 
 
 def _sweep_summary(rows) -> list[str]:
     """CuPy, auto and the best and worst configuration, per case and size."""
-    out = ["| case | elements | CuPy GB/s | auto | best | ratio | worst | ratio |",
-           "|---|---|---|---|---|---|---|---|"]
+    cells = []
     for case, n, cupy, auto, mine in _sweep_cells(rows):
         best = max(mine, key=lambda r: r["GBps"])
         worst = min(mine, key=lambda r: r["GBps"])
         c = cupy["GBps"]
-        out.append(f"| {case} | 2**{n.bit_length() - 1} | {_gbps(cupy)} | "
-                   f"{auto['GBps'] / c:.3f} | {_label(best)} | {best['GBps'] / c:.3f} | "
-                   f"{_label(worst)} | "
-                   f"{worst['GBps'] / c:.3f} |")
-    return out + [""]
+        cells.append([case, log2(n), _gbps(cupy), f"{auto['GBps'] / c:.3f}", _label(best),
+                      f"{best['GBps'] / c:.3f}", _label(worst), f"{worst['GBps'] / c:.3f}"])
+    return table(["case", "elements", "CuPy GB/s", "auto", "best", "ratio", "worst", "ratio"],
+                 cells) + [""]
 
 
 #: One colour per library, the same in every chart; pyreduce is the one solid line.
@@ -493,10 +441,8 @@ def _chart(rows, meta, sizes, libs, path, key):
     """One idea per chart: bandwidth (``key="GBps"``) or small calls (``"host_us"``)
     against size, pyreduce (built-in op, CuPy input: its lambda and Numba-input
     lines coincide with it, see the tables) and each peer."""
+    plt = pyplot()
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
 
     latency = key == "host_us"
@@ -536,34 +482,27 @@ def _chart(rows, meta, sizes, libs, path, key):
                ncol=3, frameon=False)
     what = "call time, small inputs" if latency else "bandwidth, large inputs"
     fig.suptitle(f"{what}: {meta['gpu']}, {meta['date']}")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_chart(fig, path)
 
 
-def _pick(parser, wanted, pool) -> list:
+def _pick(wanted, pool) -> list:
     """The cases of ``pool`` named in ``wanted`` (all of them when it is empty)."""
-    if not wanted:
-        return list(pool)
-    names = {c.name: c for c in pool}
-    unknown = [c for c in wanted if c not in names]
-    if unknown:
-        parser.error(f"unknown case(s) {unknown}; the cases are {sorted(names)}")
-    return [names[c] for c in wanted]
+    try:
+        return pick(wanted, pool)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
-    r.add_argument("--max-log2", type=int, default=28)
+def _run_arguments(r) -> None:
+    add_max_log2(r, 28)
     r.add_argument("--libs", nargs="*", default=LIBS)
     r.add_argument("--cases", nargs="*", metavar="CASE",
                    help="cases by name, e.g. 'float32 sum' 'int8->int64 sum' (default: all)")
     r.add_argument("--add", action="store_true",
                    help="keep the other cases' rows already in --out (a second process)")
-    s = sub.add_parser("sweep")
-    s.add_argument("--out", required=True)
+
+
+def _sweep_arguments(s) -> None:
     s.add_argument("--log2", type=int, nargs="*", default=SWEEP_LOG2,
                    help=f"sizes: 2**LOG2 elements (default {SWEEP_LOG2})")
     s.add_argument("--cases", nargs="*", metavar="CASE",
@@ -571,24 +510,28 @@ def main(argv=None):
     s.add_argument("--configs", nargs="*", metavar="V:B:L:W",
                    help="variant:block:loads:waves, e.g. last_block:512:4:16 "
                         "(default: every one of SWEEP_SPACE)")
-    g = sub.add_parser("report")
+
+
+def _report_arguments(g) -> None:
     g.add_argument("path")
     g.add_argument("--stem", default="compare",
                    help="names of the files written into docs/performance (default: compare)")
-    w = sub.add_parser("report-sweep")
-    w.add_argument("paths", nargs="+")
-    args = p.parse_args(argv)
-    if args.cmd == "run":
-        run(args.out, [n for n in SIZES if n <= 2**args.max_log2],
-            cases=_pick(p, args.cases, CASES), libs=args.libs,
-            add=args.add)
-    elif args.cmd == "sweep":
-        sweep(args.out, [2**k for k in args.log2], _pick(p, args.cases, SWEEP_CASES),
-              sweep_configs(args.configs))
-    elif args.cmd == "report-sweep":
-        print(sweep_report(args.paths))
-    else:
-        print(report(args.path, stem=args.stem))
+
+
+COMMANDS = {
+    "run": Command(lambda a: run(a.out, upto(SIZES, a.max_log2), cases=_pick(a.cases, CASES),
+                                 libs=a.libs, add=a.add), with_out(_run_arguments)),
+    "sweep": Command(lambda a: sweep(a.out, [2**k for k in a.log2],
+                                     _pick(a.cases, SWEEP_CASES), sweep_configs(a.configs)),
+                     with_out(_sweep_arguments)),
+    "report": Command(lambda a: print(report(a.path, stem=a.stem)), _report_arguments),
+    "report-sweep": Command(lambda a: print(sweep_report(a.paths)),
+                            lambda w: w.add_argument("paths", nargs="+")),
+}
+
+
+def main(argv=None):
+    dispatch(__doc__, COMMANDS, argv)
 
 
 if __name__ == "__main__":

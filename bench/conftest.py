@@ -9,26 +9,21 @@ timing starts. The device name and date also go into the JSON's
 ``machine_info``.
 """
 
-import datetime
 import os
 import sys
 
 import pytest
 
-# the benchmark files share helpers from bench/_timing.py
+# the benchmark files share the harness: bench/_timing.py, _report.py, peers.py
 sys.path.insert(0, os.path.dirname(__file__))
+from _report import gpu_name, has_cuda, today  # noqa: E402
 
 
 def _gpu_name():
-    import pyreduce
-
-    if "cuda" not in pyreduce.available():  # no GPU, or the simulator
+    if not has_cuda():  # no GPU, or the simulator
         return None
     try:
-        from numba import cuda
-
-        name = cuda.get_current_device().name
-        return name.decode() if isinstance(name, bytes) else name
+        return gpu_name("numba")
     except Exception:
         return None
 
@@ -38,7 +33,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     import numpy
 
     machine_info["gpu"] = _gpu_name()
-    machine_info["date"] = datetime.date.today().isoformat()
+    machine_info["date"] = today()
     machine_info["numpy"] = numpy.__version__
     machine_info["numba"] = numba.__version__
     for mod in ("numba_cuda", "cupy", "torch"):

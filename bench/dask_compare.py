@@ -27,25 +27,22 @@ holds the device, the date, the versions, the scheduler and every timing;
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 import pyreduce  # noqa: E402  (this checkout's)
-from _cli import main, versions  # noqa: E402
+from _cli import main  # noqa: E402
+from _report import gpu_name, log2, table, today, versions  # noqa: E402
+from _timing import median_seconds  # noqa: E402
+from peers import to_host, user_max  # noqa: E402,F401  (user_max: the lambda's op)
 
 OPS = ("sum", "max", "argmax", "lambda")
-
-
-def user_max(a, b):
-    return a if a > b else b
 
 
 def expressions(x) -> dict:
@@ -67,21 +64,14 @@ def agree(op: str, ours, theirs) -> bool:
 
 def _host(value):
     """A result as a Python scalar (a CuPy 0-d array's through the host)."""
-    if hasattr(value, "get"):  # CuPy
-        value = value.get()
-    return np.asarray(value).item()
+    return to_host(value).item()
 
 
 def timed(compute, expr, reps: int) -> tuple[float, object]:
     """The median wall time of ``reps`` computes of ``expr`` (after one untimed),
     and its value."""
     value = compute(expr)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        compute(expr)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), value
+    return median_seconds(lambda: compute(expr), reps), value
 
 
 def array(n: int, chunk: int, device: str, persist):
@@ -142,11 +132,8 @@ def scheduler(kind: str, device: str):
 def meta(device: str, sched: str) -> dict:
     name = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     if device == "gpu":
-        import cupy as cp
-
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    return dict(device=name, date=datetime.date.today().isoformat(), scheduler=sched,
+        name = gpu_name("cupy")
+    return dict(device=name, date=today(), scheduler=sched,
                 versions=versions(("dask", "distributed", "dask-cuda", "numpy", "numba",
                                    "numba-cuda", "cupy-cuda12x", "cupy-cuda13x")))
 
@@ -185,18 +172,17 @@ def run(args) -> dict:
 def report(data: dict) -> str:
     m = data["meta"]
     lines = [f"{m['device']}, {m['date']}, {m['scheduler']}; float32, "
-             f"dask {m['versions'].get('dask', '?')}", "",
-             "| elements | chunks | op | pyreduce (ms) | Dask (ms) | pyreduce GB/s | "
-             "Dask GB/s | Dask time / pyreduce time | result |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"dask {m['versions'].get('dask', '?')}", ""]
+    cells = []
     for r in data["rows"]:
-        k = int(np.log2(r["n"]))
         peer = "x.max()" if r["op"] == "lambda" else f"x.{r['op']}()"
-        lines.append(
-            f"| 2**{k} | {r['chunks']} x 2**{int(np.log2(r['chunk']))} | {r['op']} "
-            f"(vs {peer}) | {r['pyreduce_s'] * 1e3:.2f} | {r['dask_s'] * 1e3:.2f} | "
-            f"{r['bytes'] / r['pyreduce_s'] / 1e9:.1f} | {r['bytes'] / r['dask_s'] / 1e9:.1f} | "
-            f"{r['dask_s'] / r['pyreduce_s']:.2f} | {'agrees' if r['ok'] else 'WRONG'} |")
+        cells.append([log2(r["n"]), f"{r['chunks']} x {log2(r['chunk'])}", f"{r['op']} (vs {peer})",
+                      f"{r['pyreduce_s'] * 1e3:.2f}", f"{r['dask_s'] * 1e3:.2f}",
+                      f"{r['bytes'] / r['pyreduce_s'] / 1e9:.1f}",
+                      f"{r['bytes'] / r['dask_s'] / 1e9:.1f}",
+                      f"{r['dask_s'] / r['pyreduce_s']:.2f}", "agrees" if r["ok"] else "WRONG"])
+    lines += table(["elements", "chunks", "op", "pyreduce (ms)", "Dask (ms)", "pyreduce GB/s",
+                    "Dask GB/s", "Dask time / pyreduce time", "result"], cells)
     return "\n".join(lines) + "\n"
 
 

@@ -27,9 +27,6 @@ runs the three, keeping the JSON next to the tables.
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import os
 import platform
 import sys
@@ -38,9 +35,12 @@ from fractions import Fraction
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _cli import Command, add_max_log2, dispatch, upto, with_out  # noqa: E402
+from _report import (docs, gpu_name, has_cuda as _gpu, load, pow2, row, rule,  # noqa: E402
+                     save, today, versions_text, write)
 from _timing import device_seconds  # noqa: E402
 
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "deterministic")
+DOCS = docs("deterministic")
 SIZES = [2**k for k in range(16, 25, 2)]
 TIME_SIZES = [2**24, 2**28]
 TIME_ITEMS = [4, 8, 16]
@@ -105,24 +105,15 @@ def left_fold():
     return fold
 
 
-def _gpu() -> bool:
-    import pyreduce
-
-    return "cuda" in pyreduce.available()
-
-
 def _meta() -> dict:
     import numba
 
     import pyreduce
 
-    meta = dict(date=datetime.date.today().isoformat(), machine=platform.machine(),
+    meta = dict(date=today(), machine=platform.machine(),
                 numpy=np.__version__, numba=numba.__version__, gpu=None)
     if _gpu():
-        from numba import cuda
-
-        name = cuda.get_current_device().name
-        meta["gpu"] = name.decode() if isinstance(name, bytes) else name
+        meta["gpu"] = gpu_name("numba")
     meta["pyreduce"] = pyreduce.__version__
     return meta
 
@@ -181,8 +172,7 @@ def run(out: str, sizes=SIZES) -> dict:
             print(f"{kind:24} 2**{n.bit_length() - 1}: " + ", ".join(
                 f"{k} {v:.1e}" for k, v in row["errors"].items()), flush=True)
     result = dict(meta=_meta(), rows=rows)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
+    save(out, result)
     return result
 
 
@@ -228,8 +218,7 @@ def time_cost(out: str, sizes=TIME_SIZES) -> dict:
             rows.append(row)
             print(row, flush=True)
     result = dict(meta=_meta(), rows=rows)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
+    save(out, result)
     return result
 
 
@@ -245,16 +234,17 @@ def accuracy_table(data: dict) -> list[str]:
     names = first + [n for n in found if n not in first]  # the telling columns first
     where = (f"on {meta['gpu']} and its host" if meta["gpu"]
              else f"on the host alone ({meta['machine']}, no GPU)")
-    out = [f"Measured {where}, {meta['date']} (numpy {meta['numpy']}, numba "
-           f"{meta['numba']}). Relative error of the float32 sum against the exact "
-           f"sum; *bound*: the tree's bound `d u / (1 - d u) * sum(|x|) / |sum(x)|`.", ""]
+    out = [f"Measured {where}, {meta['date']} ("
+           + versions_text(meta, {"numpy": "numpy", "numba": "numba"})
+           + "). Relative error of the float32 sum against the exact sum; *bound*: the tree's "
+           "bound `d u / (1 - d u) * sum(|x|) / |sum(x)|`.", ""]
     for kind in dict.fromkeys(r["data"] for r in rows):
-        out += [f"#### {kind}", "", "| n | bound | " + " | ".join(names) + " |",
-                "|---|" + "--:|" * (len(names) + 1)]
+        out += [f"#### {kind}", "", row(["n", "bound"] + names),
+                rule("l" + "r" * (len(names) + 1))]
         for r in rows:
             if r["data"] == kind:
-                out.append(f"| 2<sup>{r['n'].bit_length() - 1}</sup> | {_e(r['bound'])} | "
-                           + " | ".join(_e(r["errors"][k]) for k in names) + " |")
+                out.append(row([pow2(r["n"]), _e(r["bound"])]
+                               + [_e(r["errors"][k]) for k in names]))
         out.append("")
     checked = [r["cuda_equals_reference"] for r in rows if "cuda_equals_reference" in r]
     if checked:
@@ -272,62 +262,53 @@ def cost_table(data: dict) -> list[str]:
     out = [f"Measured on {meta['gpu']}, {meta['date']} (numba {meta['numba']}): GB/s of "
            f"input over device time, sums written to a preallocated device result. "
            f"*cost*: the deterministic default's time over the default path's, minus one.",
-           "", "| dtype | n | cost | bitwise | " + " | ".join(main + rest) + " |",
-           "|---|---|--:|---|" + "--:|" * (len(main) + len(rest))]
+           "", row(["dtype", "n", "cost", "bitwise"] + main + rest),
+           rule("llrl" + "r" * (len(main) + len(rest)))]
     for r in rows:
         cost = r["GBps"]["default"] / r["GBps"]["deterministic"] - 1
-        out.append(f"| {r['dtype']} | 2<sup>{r['n'].bit_length() - 1}</sup> | {cost:+.1%} | "
-                   f"{'yes' if r['bitwise'] else 'NO'} | "
-                   + " | ".join(f"{r['GBps'][k]:.0f}" for k in main + rest) + " |")
+        out.append(row([r["dtype"], pow2(r["n"]), f"{cost:+.1%}", "yes" if r["bitwise"] else "NO"]
+                       + [f"{r['GBps'][k]:.0f}" for k in main + rest]))
     plans = {}  # plan -> the cases that ran it
     for r in rows:
-        plans.setdefault(r["plan"], []).append(f"{r['dtype']} 2<sup>{r['n'].bit_length() - 1}"
-                                               "</sup>")
+        plans.setdefault(r["plan"], []).append(f"{r['dtype']} {pow2(r['n'])}")
     plans = [f"`{plan}` ({', '.join(cases)})" for plan, cases in plans.items()]
     return out + ["", "The deterministic kernels' plans: " + "; ".join(plans) + ".", ""]
 
 
 def report(accuracy: str, timing: str | None = None, docs: str = DOCS) -> None:
     os.makedirs(docs, exist_ok=True)
-    with open(accuracy) as f:
-        text = "\n".join(accuracy_table(json.load(f)))
-    with open(os.path.join(docs, "accuracy.md"), "w") as f:
-        f.write(text)
+    write(os.path.join(docs, "accuracy.md"), "\n".join(accuracy_table(load(accuracy))))
     if timing:
-        with open(timing) as f:
-            text = "\n".join(cost_table(json.load(f)))
-        with open(os.path.join(docs, "cost.md"), "w") as f:
-            f.write(text)
+        write(os.path.join(docs, "cost.md"), "\n".join(cost_table(load(timing))))
     print(f"wrote {docs}/accuracy.md" + (" and cost.md" if timing else ""))
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
-    r.add_argument("--max-log2", type=int, default=24)
-    t = sub.add_parser("time")
-    t.add_argument("--out", required=True)
-    g = sub.add_parser("report")
+def _all(args) -> None:
+    os.makedirs(DOCS, exist_ok=True)
+    accuracy = os.path.join(DOCS, "accuracy.json")
+    timing = os.path.join(DOCS, "timing.json") if _gpu() else None
+    run(accuracy)
+    if timing:
+        time_cost(timing)
+    report(accuracy, timing)
+
+
+def _report_arguments(g) -> None:
     g.add_argument("accuracy")
     g.add_argument("timing", nargs="?")
-    sub.add_parser("all")
-    args = p.parse_args(argv)
-    if args.cmd == "run":
-        run(args.out, [n for n in SIZES if n <= 2**args.max_log2])
-    elif args.cmd == "time":
-        time_cost(args.out)
-    elif args.cmd == "report":
-        report(args.accuracy, args.timing)
-    else:
-        os.makedirs(DOCS, exist_ok=True)
-        accuracy = os.path.join(DOCS, "accuracy.json")
-        timing = os.path.join(DOCS, "timing.json") if _gpu() else None
-        run(accuracy)
-        if timing:
-            time_cost(timing)
-        report(accuracy, timing)
+
+
+COMMANDS = {
+    "run": Command(lambda a: run(a.out, upto(SIZES, a.max_log2)),
+                   with_out(lambda r: add_max_log2(r, 24))),
+    "time": Command(lambda a: time_cost(a.out), with_out()),
+    "report": Command(lambda a: report(a.accuracy, a.timing), _report_arguments),
+    "all": Command(_all),
+}
+
+
+def main(argv=None) -> int:
+    dispatch(__doc__, COMMANDS, argv)
     return 0
 
 

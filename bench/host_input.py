@@ -30,17 +30,19 @@ bandwidth (the ``cuda`` column's GB/s against it).
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+from _cli import dispatch, report_command, run_command  # noqa: E402
+from _report import gpu_name, has_cuda as _has_gpu, row, table, today, versions  # noqa: E402
+from _timing import wall_seconds as seconds  # noqa: E402
+from peers import host_calls as _calls, user_max as _user_max  # noqa: E402
 
 OPS = ("max", "sum", "lambda")
 GPU_SIZES = (10**6, 10**7, 10**8, 10**9)
@@ -48,47 +50,9 @@ CPU_SIZES = (10**5, 10**6, 10**7)
 CHUNKS_MIB = (2, 4, 8, 16, 32)
 
 
-def _user_max(a, b):
-    return a if a > b else b
-
-
-def _has_gpu() -> bool:
-    import pyreduce
-
-    return "cuda" in pyreduce.available()
-
-
 def _meta(gpu: bool) -> dict:
-    from importlib import metadata
-
-    out = dict(date=datetime.date.today().isoformat(), cpus=os.cpu_count(), gpu=None,
-               versions={})
-    for dist in ("numpy", "numba", "numba-cuda"):
-        try:
-            out["versions"][dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    if gpu:
-        from numba import cuda
-
-        name = cuda.get_current_device().name
-        out["gpu"] = name.decode() if isinstance(name, bytes) else name
-    return out
-
-
-def seconds(fn, budget: float = 1.0, most: int = 25) -> float:
-    """The median wall time of repeated calls of ``fn`` after one untimed call
-    (which compiles), as many as fit ``budget`` seconds (3 at least)."""
-    t0 = time.perf_counter()
-    fn()
-    first = time.perf_counter() - t0
-    reps = max(3, min(most, int(budget / max(first, 1e-6))))
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return dict(date=today(), cpus=os.cpu_count(), gpu=gpu_name("numba") if gpu else None,
+                versions=versions(("numpy", "numba", "numba-cuda")))
 
 
 # --- copies
@@ -168,17 +132,6 @@ def chunk_sweep(chunks_mib, pieces_mib, nbytes: int = 1 << 30) -> list:
 # --- the table
 
 
-def _calls(op: str, x: np.ndarray):
-    """``(numpy call, pyreduce call taking a backend name)`` for ``op``."""
-    import pyreduce
-
-    if op == "max":
-        return x.max, lambda be: pyreduce.max(x, backend=be)
-    if op == "sum":
-        return x.sum, lambda be: pyreduce.sum(x, backend=be)
-    return x.max, lambda be: pyreduce.reduce(x, _user_max, backend=be)
-
-
 def _agrees(op: str, got, want, x: np.ndarray) -> bool:
     if op != "sum":
         return bool(got == want)
@@ -197,7 +150,7 @@ def _auto_path(op: str, x: np.ndarray) -> str:
     return "gpu" if call.backend.name == "cuda" else call.backend.name
 
 
-def table(sizes, dtypes, ops, gpu: bool) -> list:
+def measure(sizes, dtypes, ops, gpu: bool) -> list:
     rows = []
     backends = ("cpu", "cuda", "auto") if gpu else ("cpu", "auto")
     for dtype in dtypes:
@@ -219,7 +172,7 @@ def table(sizes, dtypes, ops, gpu: bool) -> list:
     return rows
 
 
-def run(args) -> None:
+def run(args) -> dict:
     gpu = _has_gpu()
     warnings.simplefilter("ignore")
     result = dict(meta=_meta(gpu))
@@ -237,10 +190,8 @@ def run(args) -> None:
         model = tuning.calibrate(be) if args.calibrate else calibrate.model(be)
         result["model"] = model.as_dict()
         print(json.dumps(result["model"]), flush=True)
-    result["rows"] = table(sizes, args.dtypes, args.ops, gpu)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(report(args.out))
+    result["rows"] = measure(sizes, args.dtypes, args.ops, gpu)
+    return result
 
 
 # --- the report
@@ -250,9 +201,8 @@ def _ms(s) -> str:
     return "-" if s is None else f"{s * 1e3:.3g}"
 
 
-def report(path: str) -> str:
-    with open(path) as f:
-        data = json.load(f)
+def report(data: dict) -> str:
+    """The Markdown tables of a run."""
     meta = data["meta"]
     out = [f"Run on {meta['gpu'] or 'no GPU'}, {meta['cpus']} CPUs, {meta['date']}; "
            + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", ""]
@@ -260,12 +210,12 @@ def report(path: str) -> str:
     if "copies" in data:
         c = data["copies"]
         pinned = c["h2d_pinned_GBps"]
-        out += ["| copy | GB/s |", "|---|---|"]
-        out += [f"| {k.replace('_GBps', '')} | {v:.1f} |" for k, v in c.items()] + [""]
+        out += table(["copy", "GB/s"], [[k.replace("_GBps", ""), f"{v:.1f}"]
+                                         for k, v in c.items()]) + [""]
     if data.get("chunk_sweep"):
-        out += ["| chunk MiB | thread's part MiB | streamed sum GB/s |", "|---|---|---|"]
-        out += [f"| {r['chunk_MiB']} | {r['piece_MiB']} | {r['GBps']:.1f} |"
-                for r in data["chunk_sweep"]] + [""]
+        out += table(["chunk MiB", "thread's part MiB", "streamed sum GB/s"],
+                     [[str(r["chunk_MiB"]), str(r["piece_MiB"]), f"{r['GBps']:.1f}"]
+                      for r in data["chunk_sweep"]]) + [""]
     if data.get("model"):
         m = data["model"]
         out += ["Cost model: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else
@@ -275,7 +225,7 @@ def report(path: str) -> str:
     head = ["dtype", "op", "n", "numpy ms", "cpu ms"] + (
         ["cuda ms", "cuda GB/s", "% pinned"] if gpu else []) + [
         "auto ms", "auto path", "auto / best(numpy, cpu)", "all agree"]
-    out += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    out += table(head, [])
     for r in rows:
         nbytes = r["n"] * np.dtype(r["dtype"]).itemsize
         best = min(r["numpy_s"], r["cpu_s"])
@@ -287,15 +237,11 @@ def report(path: str) -> str:
         ok = all(v for k, v in r.items() if k.endswith("_ok"))
         cells += [_ms(r["auto_s"]), r["auto_path"], f"{r['auto_s'] / best:.2f}",
                   "yes" if ok else "NO"]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
+        out.append(row(cells))
+    return "\n".join(out)
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="measure and write JSON (and print the report)")
-    r.add_argument("--out", default="host_input.json")
+def _arguments(r) -> None:
     r.add_argument("--sizes", nargs="+", help="element counts, e.g. 1e6 1e7 (default: "
                    "1e6..1e9 with a GPU, 1e5..1e7 without)")
     r.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
@@ -306,13 +252,15 @@ def main(argv=None) -> None:
                    help="sizes (MiB) of one host thread's part of a chunk, in the sweep")
     r.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                    help="use the recorded (or quick) cost model instead of measuring it")
-    rep = sub.add_parser("report", help="the Markdown tables of a run's JSON")
-    rep.add_argument("path")
-    args = p.parse_args(argv)
-    if args.command == "run":
-        run(args)
-    else:
-        print(report(args.path), end="")
+
+
+def main(argv=None) -> None:
+    dispatch(__doc__, {
+        "run": run_command(run, report, _arguments, out="host_input.json",
+                           help="measure and write JSON (and print the report)"),
+        "report": report_command(report, arg="path",
+                                 help="the Markdown tables of a run's JSON"),
+    }, argv)
 
 
 if __name__ == "__main__":

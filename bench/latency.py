@@ -14,38 +14,15 @@ import cProfile
 import os
 import pstats
 import sys
-import time
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _timing import burst_us as _burst_us, per_call_us  # noqa: E402
 
 
-def per_call_us(fn, calls=20000) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls // 5):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / (calls // 5))
-    return best * 1e6
-
-
-def burst_us(fn, cp, burst: int = 32, rounds: int = 300) -> float:
-    """Host microseconds per call of ``fn`` in bursts short enough that the GPU's
-    launch queue never fills (the device is synchronized between bursts, off the
-    clock): what issuing a call costs the host. The median over ``rounds``."""
-    fn()
-    times = []
-    for _ in range(rounds):
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        for _ in range(burst):
-            fn()
-        times.append((time.perf_counter() - t0) / burst)
-    cp.cuda.Device().synchronize()
-    return float(np.median(times)) * 1e6
+def burst_us(fn, cp) -> float:
+    """Host microseconds per call of ``fn`` in bursts of 32 (:func:`_timing.burst_us`),
+    the device synchronized between bursts."""
+    return _burst_us(fn, cp.cuda.Device().synchronize, 32, 300)
 
 
 def _full_path(fn):

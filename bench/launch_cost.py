@@ -26,28 +26,20 @@ import argparse
 import ctypes
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _report import gpu_name, today, write  # noqa: E402
+from _timing import burst_us as _burst_us  # noqa: E402
 
 BURST = 32
 
 
-def burst_us(fn, sync, rounds: int = 400) -> float:
-    """Median host microseconds per call of ``fn`` over bursts of :data:`BURST`."""
-    fn()
-    sync()
-    times = []
-    for _ in range(rounds):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(BURST):
-            fn()
-        times.append((time.perf_counter() - t0) / BURST)
-    sync()
-    return float(np.median(times)) * 1e6
+def burst_us(fn, sync) -> float:
+    """Median host microseconds per call of ``fn`` over bursts of :data:`BURST`
+    (:func:`_timing.burst_us`), 400 of them."""
+    return _burst_us(fn, sync, BURST, 400)
 
 
 def _empty_kernel(cuda, types: str, nargs: int):
@@ -94,9 +86,9 @@ def main(argv=None) -> None:
         lines.append(text)
 
     sync = cp.cuda.Device().synchronize
-    name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    name = gpu_name("cupy")
     err, drv = cu.cuDriverGetVersion()
-    say(f"# bench/launch_cost.py on {name}, {time.strftime('%Y-%m-%d')}, driver {drv}, "
+    say(f"# bench/launch_cost.py on {name}, {today()}, driver {drv}, "
         f"CUDA_MODULE_LOADING={os.environ.get('CUDA_MODULE_LOADING', '(unset)')}; "
         f"host us per launch, median of bursts of {BURST}")
 
@@ -214,8 +206,7 @@ def main(argv=None) -> None:
         say(f"  {label:26s} back to back: {gpu:6.2f} us per kernel (events; the host's pace)")
     pool.append(ws)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        write(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ size, with the machine information the run recorded. CPU rows: time per call.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _report import load, log2, row, rule, versions_text  # noqa: E402
 from peers import LIBS  # noqa: E402
 
 
@@ -29,15 +29,14 @@ def _host_us(bench) -> float:
 
 
 def report(path: str) -> str:
-    with open(path) as f:
-        data = json.load(f)
+    data = load(path)
     info = data["machine_info"]
     benches = data["benchmarks"]
     out = [
         f"Run on {info.get('gpu') or 'no GPU'} ({info.get('cpu', {}).get('brand_raw', 'CPU')}), "
-        f"{info.get('date')}; numpy {info.get('numpy')}, numba {info.get('numba')}, "
-        f"numba-cuda {info.get('numba_cuda')}, CuPy {info.get('cupy')}, "
-        f"PyTorch {info.get('torch')}.",
+        f"{info.get('date')}; " + versions_text(info, {
+            "numpy": "numpy", "numba": "numba", "numba_cuda": "numba-cuda", "cupy": "CuPy",
+            "torch": "PyTorch"}) + ".",
         "",
     ]
     gpu = [b for b in benches if b["name"].startswith("test_gpu[")
@@ -49,10 +48,9 @@ def report(path: str) -> str:
         sizes = sorted({b["extra_info"]["n"] for b in gpu})
         for op in ("sum", "max"):
             out += [f"### GPU float32 {op}", "",
-                    "| library | " + " | ".join(
-                        f"2**{n.bit_length() - 1} GB/s | 2**{n.bit_length() - 1} host us"
-                        for n in sizes) + " |",
-                    "|---" * (1 + 2 * len(sizes)) + "|"]
+                    row(["library"] + [f"{log2(n)} {what}" for n in sizes
+                                       for what in ("GB/s", "host us")]),
+                    rule("l" * (1 + 2 * len(sizes)))]
             for lib in libs:
                 cells = []
                 for n in sizes:
@@ -62,7 +60,7 @@ def report(path: str) -> str:
                         cells += [f"{b[0]['extra_info']['GBps']:.0f}", f"{_host_us(b[0]):.1f}"]
                     else:
                         cells += ["-", "-"]
-                out.append(f"| {lib} | " + " | ".join(cells) + " |")
+                out.append(row([lib] + cells))
             out.append("")
         ceiling = [b for b in benches if b["name"] == "test_gpu_copy_ceiling"]
         if ceiling:
@@ -78,8 +76,7 @@ def report(path: str) -> str:
     if cpu:
         sizes = sorted({b["extra_info"]["n"] for b in cpu})
         out += ["### CPU float64 (median time per call, us)", "",
-                "| library | op | " + " | ".join(str(n) for n in sizes) + " |",
-                "|---|---" + "|---" * len(sizes) + "|"]
+                row(["library", "op"] + [str(n) for n in sizes]), rule("l" * (2 + len(sizes)))]
         for lib in ("pyreduce", "numpy"):
             for op in ("sum", "max"):
                 cells = []
@@ -87,7 +84,7 @@ def report(path: str) -> str:
                     b = [b for b in cpu if b["extra_info"]["lib"] == lib
                          and b["extra_info"]["op"] == op and b["extra_info"]["n"] == n]
                     cells.append(f"{_median_us(b[0]):.1f}" if b else "-")
-                out.append(f"| {lib} | {op} | " + " | ".join(cells) + " |")
+                out.append(row([lib, op] + cells))
         out.append("")
     return "\n".join(out)
 

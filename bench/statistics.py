@@ -21,53 +21,21 @@ single call in CuPy (``x.min()`` and ``x.max()``, two passes) and is
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _cli import main, versions  # noqa: E402
+from _cli import main  # noqa: E402
+from _report import log2, meta, row as _md_row, table  # noqa: E402
 from _timing import host_seconds  # noqa: E402
+from peers import DISTS, STAT_LIBS as LIBS, statistic as _call, to_host as _host  # noqa: E402
 
 FUNCTIONS = ["mean", "var", "std", "argmax", "argmin", "minmax"]
 WHOLE = [(2**24, "float32"), (2**26, "float32"), (2**28, "float32"), (2**26, "float64")]
 AXES = [((2**14, 2**14), 1), ((2**14, 2**14), 0), ((2**24, 16), 1), ((2**24, 16), 0),
         ((16, 2**24), 1), ((16, 2**24), 0)]
-LIBS = ["pyreduce", "cupy", "torch"]
-
-
-def _call(lib: str, name: str, x, axis):
-    """The call of ``name`` in ``lib`` over the CuPy array ``x`` (None: none)."""
-    if lib == "pyreduce":
-        import pyreduce
-
-        fn = getattr(pyreduce, name)
-        return lambda: fn(x) if axis is None else fn(x, axis=axis)
-    if lib == "cupy":
-        if name == "minmax":
-            return lambda: (x.min(axis=axis), x.max(axis=axis))
-        return lambda: getattr(x, name)(axis=axis)
-    import torch
-
-    t = torch.as_tensor(x, device="cuda")
-    dim = {} if axis is None else {"dim": axis}
-    if name in ("var", "std"):
-        return lambda: getattr(t, name)(correction=0, **dim)
-    if name == "minmax":
-        return lambda: torch.aminmax(t, **dim)
-    return lambda: getattr(t, name)(**dim)
-
-
-def _host(v):
-    if isinstance(v, tuple):
-        return tuple(_host(p) for p in v)
-    if hasattr(v, "get"):
-        return np.asarray(v.get())
-    if hasattr(v, "cpu"):
-        return v.cpu().numpy()
-    return np.asarray(v)
 
 
 def _expected(name: str, h: np.ndarray, axis):
@@ -130,7 +98,7 @@ def run(args) -> dict:
     for n, dtype in WHOLE:
         x = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
         for name in FUNCTIONS:
-            rows.append(_row(f"{dtype} 2**{n.bit_length() - 1}", name, x, None, args.rounds))
+            rows.append(_row(f"{dtype} {log2(n)}", name, x, None, args.rounds))
         del x
     for shape, axis in AXES:
         x = rng.standard_normal(shape, dtype=cp.float32)
@@ -138,11 +106,7 @@ def run(args) -> dict:
             rows.append(_row(f"float32 {shape[0]} x {shape[1]} axis={axis}", name, x, axis,
                              args.rounds))
         del x
-    return {"meta": {"date": datetime.date.today().isoformat(),
-                     "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-                     "versions": versions(["numpy", "numba", "numba-cuda", "cupy-cuda12x",
-                                           "cupy-cuda13x", "torch"])},
-            "rows": rows}
+    return {"meta": meta(DISTS), "rows": rows}
 
 
 def _us(s) -> str:
@@ -154,17 +118,17 @@ def _line(row: dict) -> str:
     peers = [v for k, v in s.items() if k != "pyreduce" and v is not None]
     ratio = (f"{min(peers) / s['pyreduce']:.2f}" if peers and s.get("pyreduce") else "-")
     flag = "" if row["ok"] else f" (disagrees: {', '.join(row['disagree'])})"
-    return (f"| {row['case']} | `{row['function']}` | " + " | ".join(_us(s.get(lib))
-            for lib in LIBS) + f" | {ratio} |{flag}")
+    return _md_row([row["case"], f"`{row['function']}`"] + [_us(s.get(lib)) for lib in LIBS]
+                   + [ratio]) + flag
 
 
 def report(data: dict) -> str:
     meta = data["meta"]
     head = (f"{meta['gpu']}, {meta['date']}; time per call to a ready result. "
             "Last column: the best peer's time over pyreduce's (above 1: pyreduce "
-            "is faster).\n\n| case | call | " + " | ".join(LIBS)
-            + " | best peer / pyreduce |\n|---|---|" + "---|" * (len(LIBS) + 1))
-    return "\n".join([head] + [_line(r) for r in data["rows"]])
+            "is faster).\n")
+    return "\n".join([head] + table(["case", "call"] + LIBS + ["best peer / pyreduce"], [])
+                     + [_line(r) for r in data["rows"]])
 
 
 def _arguments(parser) -> None:

@@ -13,9 +13,6 @@ variants page) and ``variants.png``.
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import os
 import platform
 import re
@@ -24,11 +21,16 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import device_seconds as _time  # noqa: E402
+from _cli import Command, add_max_log2, dispatch, upto, with_out  # noqa: E402
+from _report import (docs, gpu_name, load, pow2, pyplot, row, rule, save,  # noqa: E402
+                     save_chart, table, today, versions, versions_text, write)
+from _timing import copy_GBps, device_seconds as _time  # noqa: E402
+from peers import Case, calls  # noqa: E402
 
 SIZES = [2**k for k in range(10, 29, 2)]
+#: (dtype, op): each sums or compares in its own dtype
 CASES = [("float32", "sum"), ("float32", "max"), ("int32", "sum"), ("int32", "max")]
-DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "case-study")
+DOCS = docs("case-study")
 
 
 def run(out: str, sizes=SIZES, variants=None) -> None:
@@ -39,15 +41,13 @@ def run(out: str, sizes=SIZES, variants=None) -> None:
     import pyreduce
 
     names = variants or list(pyreduce.variants)
-    dev = cuda.get_current_device()
-    gpu = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    gpu = gpu_name("numba")
     rows = []
     big = cp.ones(max(sizes), dtype=cp.float32)
     dst = cp.empty_like(big)
     ceiling = {}
     for n in sizes:
-        t = _time(lambda: cp.copyto(dst[:n], big[:n]), reps=20)
-        ceiling[n] = 2 * 4 * n / t / 1e9
+        ceiling[n] = copy_GBps(big[:n], dst[:n], reps=20)
     print(f"{gpu}: copy ceiling at 2**28 {ceiling[max(sizes)]:.0f} GB/s", flush=True)
     resources = {}
     for dtype, op in CASES:
@@ -60,7 +60,7 @@ def run(out: str, sizes=SIZES, variants=None) -> None:
             red = pyreduce.sum if op == "sum" else pyreduce.max
             reps = 20 if n <= 2**24 else 5
             kw = {} if op == "max" else {"dtype": dtype}
-            peer = (lambda: x.sum(dtype=dtype)) if op == "sum" else x.max
+            peer = calls("cupy", Case(dtype, op, dtype), x)[0]
             t = _time(peer, reps)
             rows.append(dict(lib="cupy", variant="cupy", dtype=dtype, op=op, n=n, seconds=t,
                              GBps=x.nbytes / t / 1e9))
@@ -83,12 +83,11 @@ def run(out: str, sizes=SIZES, variants=None) -> None:
             print(f"{dtype} {op} n=2**{n.bit_length() - 1} done", flush=True)
     params = _parameters(cp, cuda, pyreduce)
     meta = dict(
-        gpu=gpu, date=datetime.date.today().isoformat(), python=platform.python_version(),
+        gpu=gpu, date=today(), python=platform.python_version(),
         numpy=np.__version__, numba=numba.__version__, cupy=cp.__version__,
-        numba_cuda=_version("numba-cuda"), ceiling_GBps=ceiling,
+        numba_cuda=versions(["numba-cuda"]).get("numba-cuda"), ceiling_GBps=ceiling,
     )
-    with open(out, "w") as f:
-        json.dump(dict(meta=meta, rows=rows, resources=resources, params=params), f, indent=1)
+    save(out, dict(meta=meta, rows=rows, resources=resources, params=params))
 
 
 #: The compute-shader article's knobs: threads per group, values fetched per
@@ -113,24 +112,9 @@ def _parameters(cp, cuda, pyreduce):
     return out
 
 
-def _version(dist):
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _pow(n: int) -> str:
-    """``n`` as the docs write a power of two: 2<sup>k</sup>."""
-    return f"2<sup>{n.bit_length() - 1}</sup>"
-
-
 def report(path: str, docs: str = DOCS) -> None:
     """``results.md`` (tables) and ``variants.png`` (chart) from a ``run``."""
-    with open(path) as f:
-        data = json.load(f)
+    data = load(path)
     meta, rows = data["meta"], data["rows"]
     os.makedirs(docs, exist_ok=True)
     sizes = sorted({r["n"] for r in rows})
@@ -138,19 +122,18 @@ def report(path: str, docs: str = DOCS) -> None:
     names = [r["variant"] for r in rows if r["dtype"] == "float32" and r["op"] == "sum"
              and r["n"] == top]
     lines = [
-        f"{meta['gpu']}, {meta['date']}; numba {meta['numba']}, numba-cuda "
-        f"{meta['numba_cuda']}, CuPy {meta['cupy']}. GPU time from CUDA events, the "
+        f"{meta['gpu']}, {meta['date']}; "
+        + versions_text(meta, {"numba": "numba", "numba_cuda": "numba-cuda", "cupy": "CuPy"})
+        + ". GPU time from CUDA events, the "
         f"result left on the device. A device-to-device copy (read + write bytes) of "
-        f"{_pow(top)} float32 reached {meta['ceiling_GBps'][str(top)]:.0f} GB/s. Below "
-        f"{_pow(2**20)} elements every variant is bound by the host's call, not the "
+        f"{pow2(top)} float32 reached {meta['ceiling_GBps'][str(top)]:.0f} GB/s. Below "
+        f"{pow2(2**20)} elements every variant is bound by the host's call, not the "
         f"kernel, so the tables start there (the raw data has every size).",
         "",
     ]
     shown = sorted((n for n in sizes if n >= 2**20), reverse=True)
     for dtype, op in CASES:
-        lines += [f'=== "{dtype} {op}"', "",
-                  "    | variant | " + " | ".join(_pow(n) for n in shown) + " |",
-                  "    |---" + "|--:" * len(shown) + "|"]
+        found = []
         for name in names:
             cells = []
             for n in shown:
@@ -158,38 +141,40 @@ def report(path: str, docs: str = DOCS) -> None:
                          and r["op"] == op and r["n"] == n)
                 flag = "" if r.get("correct", True) else " (wrong)"
                 cells.append(f"{r['GBps']:.0f}{flag}")
-            lines.append(f"    | {name} | " + " | ".join(cells) + " |")
+            found.append([name] + cells)
+        lines += [f'=== "{dtype} {op}"', ""]
+        lines += ["    " + line for line in table(["variant"] + [pow2(n) for n in shown], found,
+                                                  "l" + "r" * len(shown))]
         lines += ["", "    GB/s: input bytes over GPU time per call.", ""]
     lines += _resources(data["resources"], top) + _parameters_table(data.get("params") or [])
-    with open(os.path.join(docs, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write(os.path.join(docs, "results.md"), "\n".join(lines) + "\n")
     _chart(rows, meta, sizes, names, os.path.join(docs, "variants.png"))
 
 
 def _resources(resources, top) -> list[str]:
     """Each variant's first-pass kernel (the one that reads the input): its
     resources and the plan it ran in."""
-    out = [f"### Resources at {_pow(top)} float32 sum", "",
+    out = [f"### Resources at {pow2(top)} float32 sum", "",
            "The first-pass kernel of each variant, the one that reads the input.", "",
-           "| variant | registers | occupancy | limited by | shared B | local B | grid "
-           "| items | launches |", "|---|--:|--:|---|--:|--:|--:|--:|--:|"]
+           row(["variant", "registers", "occupancy", "limited by", "shared B", "local B",
+                "grid", "items", "launches"]), rule("lrrlrrrrr")]
     for name, kernels in resources.items():
         found = re.fullmatch(r"grid (\d+) x (\d+), items (\d+), (\d+) launches?",
                              kernels.get("plan", ""))
         grid, block, items, launches = found.groups() if found else ("-",) * 4
         res = next(r for k, r in kernels.items() if k != "plan" and isinstance(r, dict))
-        out.append(f"| {name} | {res['registers']} | {res['occupancy']:.0%} | "
-                   f"{res['limited_by']} | {res['shared_bytes']} | {res['local_bytes']} | "
-                   f"{grid} x {block} | {items} | {launches} |")
+        out.append(row([name, str(res["registers"]), f"{res['occupancy']:.0%}",
+                         str(res["limited_by"]), str(res["shared_bytes"]), str(res["local_bytes"]),
+                         f"{grid} x {block}", items, launches]))
     return out + [""]
 
 
 def _parameters_table(params) -> list[str]:
     if not params:
         return []
-    out = [f"### Parameters: float32 sum of {_pow(PARAM_N)}, GB/s", "",
-           "| variant | block | items=1 | items=2 | items=4 | items=16 |",
-           "|---|--:|--:|--:|--:|--:|"]
+    out = [f"### Parameters: float32 sum of {pow2(PARAM_N)}, GB/s", "",
+           row(["variant", "block", "items=1", "items=2", "items=4", "items=16"]),
+           rule("lrrrrr")]
     for name in PARAM_VARIANTS:
         for block in (64, 256, 1024):
             cells = []
@@ -197,7 +182,7 @@ def _parameters_table(params) -> list[str]:
                 r = [p for p in params if p["variant"] == name and p["block"] == block
                      and p["items"] == items]
                 cells.append(f"{r[0]['GBps']:.0f}" if r else "-")
-            out.append(f"| {name} | {block} | " + " | ".join(cells) + " |")
+            out.append(row([name, str(block)] + cells))
     return out
 
 
@@ -208,12 +193,9 @@ TRACED = ["naive", "upper_half", "shuffle_tail", "items_per_thread", "last_block
 def _chart(rows, meta, sizes, names, path):
     """Left: every variant at the largest size, tutorial steps in order. Right: a
     few steps against size, next to CuPy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     import pyreduce
+
+    plt = pyplot()
 
     def gbps(name, n, op="sum"):
         return next(r["GBps"] for r in rows if r["variant"] == name and r["n"] == n
@@ -252,24 +234,23 @@ def _chart(rows, meta, sizes, names, path):
     lines.grid(alpha=0.3)
     lines.legend(loc="upper left", fontsize=11)
     fig.suptitle(f"pyreduce's variants on {meta['gpu']}, {meta['date']}")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_chart(fig, path)
+
+
+def _run_arguments(r) -> None:
+    add_max_log2(r, 28)
+    r.add_argument("--variants", nargs="*")
+
+
+COMMANDS = {
+    "run": Command(lambda a: run(a.out, upto(SIZES, a.max_log2), a.variants),
+                   with_out(_run_arguments)),
+    "report": Command(lambda a: report(a.path), lambda g: g.add_argument("path")),
+}
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", required=True)
-    r.add_argument("--max-log2", type=int, default=28)
-    r.add_argument("--variants", nargs="*")
-    g = sub.add_parser("report")
-    g.add_argument("path")
-    args = p.parse_args(argv)
-    if args.cmd == "run":
-        run(args.out, [n for n in SIZES if n <= 2**args.max_log2], args.variants)
-    else:
-        report(args.path)
+    dispatch(__doc__, COMMANDS, argv)
 
 
 if __name__ == "__main__":
