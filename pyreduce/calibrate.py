@@ -27,10 +27,16 @@ from .backends import get, staging
 from .backends.cpu_parallel import MIN_BYTES
 from .ops import as_monoid
 
-__all__ = ["model", "machine", "forget", "remember", "cheap_numbers", "best_seconds", "slope"]
+__all__ = ["model", "machine", "forget", "remember", "cheap_numbers", "best_seconds", "slope",
+           "SAMPLE_BYTES", "CPU_SAMPLE_BYTES"]
 
-#: Bytes of the arrays timed (twice a staging slot: two chunks in flight).
+#: Bytes of the arrays the copies are timed on (twice a staging slot: two
+#: chunks in flight).
 SAMPLE_BYTES = 16 << 20
+#: Bytes of the array the cpu backend's rates are timed on: on 16 cores, 16 MiB
+#: gave each thread so little that its rates came out 2-7 times below those of
+#: 1e8 elements, and ``auto`` sent a float32 lambda to a 4-8 times slower GPU path.
+CPU_SAMPLE_BYTES = 64 << 20
 #: Timed repeats; the fastest counts.
 REPEATS = 3
 
@@ -39,14 +45,15 @@ _lock = threading.Lock()
 
 
 #: How the numbers are measured; models recorded another way are measured again.
-#: 2: per-element rates from the difference of two sizes (:func:`slope`).
-METHOD = 2
+#: 2: per-element rates from the difference of two sizes (:func:`slope`);
+#: 3: the cpu backend's rates on :data:`CPU_SAMPLE_BYTES`.
+METHOD = 3
 
 
 def machine(backend) -> str:
     """The tuning store's name for this machine's model: the GPU, the host's
     cores and :data:`METHOD`."""
-    return f"{tuned.device_label(backend.device())}|{os.cpu_count()} cpus|method {METHOD}"
+    return f"{tuned.device_label(backend.quiet_device())}|{os.cpu_count()} cpus|method {METHOD}"
 
 
 def model(backend) -> costmodel.HostModel:
@@ -141,7 +148,7 @@ def cheap_numbers(backend) -> dict:
 
         out["h2d_GBps"] = staging.SLOTS * slot / best_seconds(send) / 1e9
         out["stage_GBps"] = half.nbytes / best_seconds(stage) / 1e9
-    out.update(_cpu_builtin(src))
+    out.update(_cpu_builtin(np.ones(CPU_SAMPLE_BYTES // 8)))
     return out
 
 

@@ -34,7 +34,8 @@ import numpy as np
 
 from . import backends, costmodel, tuned
 from .backends import staging
-from .calibrate import SAMPLE_BYTES, best_seconds, cheap_numbers, remember, slope
+from .calibrate import (CPU_SAMPLE_BYTES, SAMPLE_BYTES, best_seconds, cheap_numbers, remember,
+                        slope)
 from .interop import inspect
 from .measure import device_seconds, wall_seconds
 from .ops import as_monoid
@@ -135,11 +136,12 @@ def calibrate(backend=None, save: bool = True) -> costmodel.HostModel:
     be = backend or backends.get("cuda")
     numbers = cheap_numbers(be)
     src = np.random.default_rng(0).random(SAMPLE_BYTES // 8)
+    sample = np.random.default_rng(0).random(CPU_SAMPLE_BYTES // 8)
     cpu = backends.get("cpu")
     user = as_monoid(_user_add, src.dtype)
     serial = src[: (1 << 20)]
-    numbers["cpu_user_ns"] = slope(lambda k: best_seconds(lambda: cpu.reduce(src[:k], user)),
-                                   src.size) * 1e9
+    numbers["cpu_user_ns"] = slope(lambda k: best_seconds(lambda: cpu.reduce(sample[:k], user)),
+                                   sample.size) * 1e9
     numbers["cpu_user_serial_ns"] = (best_seconds(lambda: cpu.reduce(serial, user))
                                      / serial.size * 1e9)
     numbers.update(_gpu_numbers(be, src))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import threading
 
 import numpy as np
@@ -638,3 +639,33 @@ def test_per_element_rates_leave_out_each_calls_fixed_cost():
     # noise that makes the half look slower than the whole: the plain average
     assert calibrate.slope(lambda k: 1e-3 if k < 2 << 20 else 0.9e-3, 2 << 20) == \
         pytest.approx(0.9e-3 / (2 << 20))
+
+
+@pytest.mark.gpu
+def test_a_host_array_reduced_on_the_cpu_makes_no_cuda_context(tmp_path):
+    """The cost model's key needs the GPU's name, not a context (0.1 s to make):
+    a fresh process whose host array the model sends to the cpu backend makes
+    none. Run in a new process, since this one has contexts already."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np
+        import pyreduce
+        from pyreduce import backends, calibrate, costmodel
+        be = backends.get("cuda")
+        slow_gpu = costmodel.HostModel.from_dict(dict(h2d_GBps=0.001, stage_GBps=0.001))
+        calibrate.remember(be, slow_gpu)
+        x = np.random.default_rng(0).random(2**20)
+        assert pyreduce.max(x) == x.max()
+        from cuda.bindings import driver as cu
+        err, ctx = cu.cuCtxGetCurrent()
+        assert int(err) == 0, err
+        print("CONTEXT", int(ctx))
+    """)
+    env = dict(os.environ, PYREDUCE_CACHE_DIR=str(tmp_path), NUMBA_ENABLE_CUDASIM="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "CONTEXT 0" in out.stdout, out.stdout

@@ -210,6 +210,12 @@ class GeneratedBackend:
         """Which device this thread launches on (what :meth:`device` describes)."""
         return 0
 
+    def quiet_device(self) -> DeviceInfo:
+        """:meth:`device`, asked without starting anything on the GPU that a call
+        which ends up elsewhere (a host array reduced by the cpu backend) would
+        not otherwise need."""
+        return self.device()
+
     def kernel(self, spec: KernelSpec, monoid, device: DeviceInfo) -> Kernel:
         """The kernel of ``spec``: its source now, its Numba dispatcher on first
         use (a launch that finds a compiled image on disk needs none)."""

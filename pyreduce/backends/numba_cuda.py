@@ -31,6 +31,7 @@ from .express import express
 from .results import maker
 from . import fastpath, staging
 from .cudadriver import DeviceMemory, MappedMemory, attribute, compute_capability, device_name
+from .cudadriver import device_to_use
 from .fastpath import (
     DeviceView, MappedView, PreparedLaunch, current_device, read_array, read_scalar, stream_handle,
     sync_producer, view_from, view_of, write_array, write_scalar,
@@ -198,6 +199,10 @@ class CudaBackend(NumbaCudaBackend):
 
     def device_id(self) -> int:
         return current_device()
+
+    def quiet_device(self) -> DeviceInfo:
+        # the device's attributes need the driver, not a context (0.1 s to make)
+        return self._gpu_info(device_to_use())
 
     @functools.lru_cache(maxsize=None)  # noqa: B019  (a backend lives as long as the process)
     def _gpu_info(self, device_id: int) -> DeviceInfo:
