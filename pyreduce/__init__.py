@@ -13,7 +13,7 @@ from .api import (
 from .api import scale_out_with as _scale_out_with
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
-from .cumulative import cumprod, cumsum, cumulative_sum, scan
+from .cumulative import cumprod, cumsum, cumulative_prod, cumulative_sum, scan
 from .deterministic import reference
 from .explain import Explanation, explain
 from .nanstats import count_nonzero, nanargmax, nanargmin, nanmean, nanstd, nanvar, ptp
@@ -26,6 +26,7 @@ __all__ = [
     "segmented_reduce", "argmax", "argmin", "minmax", "mean", "var", "std", "nansum",
     "nanprod", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp",
     "count_nonzero", "reference", "scan", "cumsum", "cumprod", "cumulative_sum",
+    "cumulative_prod",
     "explain", "Explanation", "Tuning", "variants", "variant_source", "available", "BackendNotice",
     "cache_info", "cache_clear", "warmup", "tuning",
 ]

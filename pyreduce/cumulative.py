@@ -26,7 +26,7 @@ from .prefix import Scan, scan_rows
 from .tuning_keywords import DEFAULT as DEFAULT_TUNING
 from .tuning_keywords import tuning_of
 
-__all__ = ["scan", "cumsum", "cumprod", "cumulative_sum"]
+__all__ = ["scan", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod"]
 
 
 def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
@@ -132,13 +132,29 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, **kwar
     >>> pyreduce.cumulative_sum(np.array([1, 2, 3]), include_initial=True, backend="cpu")
     array([0, 1, 3, 6])
     """
+    return _cumulative("cumulative_sum", "add", x, axis, dtype, include_initial, kwargs)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, **kwargs):
+    """The array API's ``cumulative_prod``: :func:`cumprod`, with the axis rule
+    and ``include_initial`` (each line starts with a one) of
+    :func:`cumulative_sum`.
+
+    >>> import numpy as np, pyreduce
+    >>> pyreduce.cumulative_prod(np.array([1, 2, 3]), include_initial=True, backend="cpu")
+    array([1, 1, 2, 6])
+    """
+    return _cumulative("cumulative_prod", "mul", x, axis, dtype, include_initial, kwargs)
+
+
+def _cumulative(name, op, x, axis, dtype, include_initial, kwargs):
+    """The array API's cumulative ``name`` with ``op``: ``axis`` needed above 1-D."""
     info = inspect(x)
     if axis is None:
         if len(info.shape) != 1:
-            raise ValueError(f"cumulative_sum of a {len(info.shape)}-D array needs axis=")
+            raise ValueError(f"{name} of a {len(info.shape)}-D array needs axis=")
         axis = 0
-    return _named("cumulative_sum", "add", info, axis, dtype, kwargs,
-                  include_initial=bool(include_initial))
+    return _named(name, op, info, axis, dtype, kwargs, include_initial=bool(include_initial))
 
 
 #: the keywords of :func:`scan` the named scans pass on

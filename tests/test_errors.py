@@ -481,7 +481,7 @@ PUBLIC_CALLS = {
        for name in ("sum", "prod", "max", "min", "any", "all", "nanmax", "nanmin", "argmax",
                     "argmin", "minmax", "mean", "var", "std", "nansum", "nanprod", "nanmean",
                     "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero",
-                    "cumsum", "cumprod", "cumulative_sum")},
+                    "cumsum", "cumprod", "cumulative_sum", "cumulative_prod")},
     "scan": lambda **k: pyreduce.scan(_X, "add", **k),
     "segmented_reduce": lambda **k: pyreduce.segmented_reduce(_X, np.array([0, 6]), "add", **k),
     "reference": lambda **k: pyreduce.reference(_X, "add", **k),

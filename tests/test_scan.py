@@ -189,6 +189,31 @@ def test_cumulative_sum(backend):
     assert empty.tolist() == [0.0] and empty.dtype == np.float32
 
 
+def test_cumulative_prod(backend):
+    """The array API's cumulative_prod, as NumPy's (2.1+): each line starts
+    with a one under include_initial, np.prod's accumulator, axis needed above 1-D."""
+    x = np.array([1, -2, 3, 1, -1, 2, 1, 1, -3, 2, 1, 2], dtype=np.int8)
+    for include_initial in (False, True):
+        got = host(pyreduce.cumulative_prod(x, include_initial=include_initial, **on(backend)))
+        want = np.cumulative_prod(x, include_initial=include_initial)
+        assert got.dtype == want.dtype == np.int64 and np.array_equal(got, want)
+        m = x.reshape(3, 4)
+        for axis in (0, 1, -1):
+            got = host(pyreduce.cumulative_prod(m, axis=axis, include_initial=include_initial,
+                                                **on(backend)))
+            assert np.array_equal(got, np.cumulative_prod(m, axis=axis,
+                                                          include_initial=include_initial))
+    f = np.linspace(0.5, 1.5, 7, dtype=np.float32)
+    got = host(pyreduce.cumulative_prod(f, dtype=np.float64, **on(backend)))
+    want = np.cumulative_prod(f, dtype=np.float64)
+    assert got.dtype == np.float64 and np.allclose(got, want, rtol=1e-12)
+    empty = host(pyreduce.cumulative_prod(np.zeros((2, 0), np.float32), axis=1,
+                                          include_initial=True, **on(backend)))
+    assert empty.tolist() == [[1.0], [1.0]] and empty.dtype == np.float32
+    with pytest.raises(ValueError, match="cumulative_prod of a 2-D array needs axis="):
+        pyreduce.cumulative_prod(m, backend=backend)
+
+
 def test_dtype_and_scalars(backend):
     x = np.arange(1, 40, dtype=np.int32)
     got = host(pyreduce.cumsum(x, dtype=np.float64, **on(backend)))
