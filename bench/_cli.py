@@ -67,15 +67,16 @@ def with_out(arguments=None, default: str | None = None):
 
 
 def run_command(run, report, arguments=None, *, out: str | None = None,
-                help: str | None = None) -> Command:
+                help: str | None = None, report_args: bool = False) -> Command:
     """``run --out FILE [options]``: ``run(args)`` written to FILE as JSON and
-    ``report(data)`` printed, exiting non-zero where a row's ``ok`` is False.
-    ``arguments(parser)`` adds the options; ``out`` is FILE's default (without
-    one, ``--out`` is required)."""
+    ``report(data)`` printed (``report(data, args)`` with ``report_args``: a
+    report that takes options of its own, a chart's path say), exiting non-zero
+    where a row's ``ok`` is False. ``arguments(parser)`` adds the options;
+    ``out`` is FILE's default (without one, ``--out`` is required)."""
     def go(args):
         data = run(args)
         save(args.out, data)
-        print(report(data))
+        print(report(data, args) if report_args else report(data))
         if not all(row.get("ok", True) for row in data.get("rows", ())):
             sys.exit("a result disagrees with its reference")
 
