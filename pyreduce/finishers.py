@@ -70,10 +70,10 @@ def difference(dtype: np.dtype):
 
 
 def mean(dtype: np.dtype):
-    """mean/nanmean from ``(count, mean, m2)`` or ``(count, mean.real, mean.imag,
-    m2)``: NaN where the count is 0 (NumPy's "Mean of empty slice" warning); for
-    complex input a non-finite part makes the other NaN, as NumPy's division of
-    the sum by the count does."""
+    """mean/nanmean from ``(count, sum)`` or ``(count, sum.real, sum.imag)``: the
+    sum over the count, NaN where the count is 0 (NumPy's "Mean of empty slice"
+    warning); for complex input a non-finite part makes the other NaN, as NumPy's
+    division of the sum by the count does."""
     dtype = np.dtype(dtype)
 
     def finish(acc):
@@ -81,9 +81,11 @@ def mean(dtype: np.dtype):
         empty = f[0] == 0
         if empty.any():
             _warn("Mean of empty slice")
-        if len(f) == 3:
-            return np.where(empty, np.nan, f[1]).astype(dtype)
-        re, im = f[1], f[2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            parts = [part / f[0] for part in f[1:]]
+        if len(f) == 2:
+            return np.where(empty, np.nan, parts[0]).astype(dtype)
+        re, im = parts
         bad = ~(np.isfinite(re) & np.isfinite(im))
         with np.errstate(invalid="ignore"):
             re, im = (np.where(bad, re + im * 0.0, re), np.where(bad, im - re * 0.0, im))

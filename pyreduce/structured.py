@@ -17,7 +17,10 @@ input travels as its real and imaginary parts, with ops of its own.
     ``(min, max)`` in one pass, NaN propagating into both like ``np.min``/``np.max``;
     ``(min.real, min.imag, max.real, max.imag)`` for complex input, where the
     first NaN is the result, as NumPy's.
-``mean``/``var``/``std``
+``mean``
+    ``(count, sum)`` in float64, or ``(count, sum.real, sum.imag)``: counts and
+    sums add, so a mean costs what a sum does; finished as the sum over the count.
+``var``/``std``
     ``(count, mean, m2)`` in float64, or ``(count, mean.real, mean.imag, m2)``,
     merged with Chan et al.'s pairwise update (``m2`` is the sum of squared
     deviations from the mean, ``|x - mean|**2`` for complex: the real and
@@ -29,7 +32,7 @@ input travels as its real and imaginary parts, with ops of its own.
     before a plain sum (product), as NumPy does: an op alone cannot tell an input
     NaN from one that ``inf - inf`` made.
 ``nanmean``/``nanvar``/``nanstd``
-    the moments' accumulator and op, with a map that gives a NaN element the
+    mean's (var's) accumulator and op, with a map that gives a NaN element the
     summary of no elements (count 0), which the merge skips.
 ``nanargmax``/``nanargmin``
     ``(value, count, index)``, or ``(real, imag, count, index)``: NaN mapped to
@@ -211,6 +214,35 @@ def _complex_nan_moments_map(i, v):
     return (1.0, re, im, (re - re) + (im - im))
 
 
+def _sum_map(i, v):
+    return (1.0, np.float64(v))
+
+
+def _nan_sum_map(i, v):
+    if v != v:  # a NaN element: counted out, added as nothing
+        return (0.0, 0.0)
+    return (1.0, np.float64(v))
+
+
+def _complex_sum_map(i, v):
+    return (1.0, np.float64(v.real), np.float64(v.imag))
+
+
+def _complex_nan_sum_map(i, v):
+    if v != v:  # NaN in either part
+        return (0.0, 0.0, 0.0)
+    return (1.0, np.float64(v.real), np.float64(v.imag))
+
+
+def _sums_op(a, b):
+    """Counts and sums add: a mean's summary costs what a sum costs."""
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _complex_sums_op(a, b):
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
 def _nan_to_zero(i, v):
     # a complex value with NaN in either part is unequal to itself
     return v if v == v else 0.0
@@ -336,7 +368,43 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
                          f"got {statistic!r}")
     if not isinstance(ddof, numbers.Real):
         raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
+    if statistic.removeprefix("nan") == "mean":
+        return _mean_monoid(dtype, statistic)
     return _moments_monoid(dtype, statistic, ddof)
+
+
+@functools.lru_cache(maxsize=64)
+def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
+    """mean/nanmean: ``(count, sum)`` in float64 (``(count, sum.real, sum.imag)``
+    for complex input), merged by adding, finished as the sum over the count.
+    Chan's ``(count, mean, m2)`` update, which var needs, divides at every merge:
+    on an H200 it made a float32 mean 2.7 times a sum's time."""
+    is_complex = check_dtype(dtype).kind == "c"
+    f8 = np.float64
+    skip_nan = statistic == "nanmean" and element(dtype).kind in "fc"
+    if is_complex:
+        op, width = _complex_sums_op, 3
+        fmap = _complex_nan_sum_map if skip_nan else _complex_sum_map
+    else:
+        op, width = _sums_op, 2
+        fmap = _nan_sum_map if skip_nan else _sum_map
+    out = mean_dtype(dtype).type
+
+    def finalize(acc):
+        return out(_mean(acc))
+
+    def host(x):
+        if skip_nan:
+            x = x[~np.isnan(x)]
+        parts = (x.real, x.imag) if is_complex else (x,)
+        return (f8(x.size),) + tuple(np.sum(p, dtype=f8) for p in parts)
+
+    return Monoid(
+        name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
+        identity=(f8(0),) * width, commutative=True,
+        key=_key("sums", op, fmap), map=fmap, finalize=finalize,
+        finalize_array=finishers.mean(out), host=host,
+    )
 
 
 @functools.lru_cache(maxsize=256)  # one per (dtype, statistic, ddof): ddof is the user's
@@ -354,22 +422,14 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
         if skip_nan:
             fmap = _nan_moments_map
     plain = statistic.removeprefix("nan")
-    if plain == "mean":
-        out = mean_dtype(dtype).type
+    out = var_dtype(dtype).type
+    nan_rule = statistic != plain
 
-        def finalize(acc):
-            return out(_mean(acc))
+    def finalize(acc):
+        var = _variance(float(acc[0]), float(acc[-1]), ddof, nan_rule)
+        return out(var if plain == "var" else math.sqrt(var))
 
-        finalize_array = finishers.mean(out)
-    else:
-        out = var_dtype(dtype).type
-        nan_rule = statistic != plain
-
-        def finalize(acc):
-            var = _variance(float(acc[0]), float(acc[-1]), ddof, nan_rule)
-            return out(var if plain == "var" else math.sqrt(var))
-
-        finalize_array = finishers.variance(out, ddof, nan_rule, root=plain == "std")
+    finalize_array = finishers.variance(out, ddof, nan_rule, root=plain == "std")
 
     def host(x):
         if skip_nan:
@@ -390,16 +450,17 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
 
 
 def _mean(acc):
-    """The mean of a ``(count, mean, ...)`` summary as NumPy gives it: NaN for no
-    elements (with NumPy's warning); for complex input, a part that is infinite or
-    NaN makes the other NaN, as NumPy's division of the sum by the count does."""
+    """The mean of a ``(count, sum)`` or ``(count, sum.real, sum.imag)`` summary
+    as NumPy gives it: NaN for no elements (with NumPy's warning); for complex
+    input, a part that is infinite or NaN makes the other NaN, as NumPy's
+    division of the sum by the count does."""
     if acc[0] == 0:
         _warn("Mean of empty slice")
-    if len(acc) == 3:
-        return float(acc[1]) if acc[0] > 0 else _NAN
+    if len(acc) == 2:
+        return float(acc[1]) / float(acc[0]) if acc[0] > 0 else _NAN
     if acc[0] == 0:
         return complex(_NAN, _NAN)
-    re, im = float(acc[1]), float(acc[2])
+    re, im = float(acc[1]) / float(acc[0]), float(acc[2]) / float(acc[0])
     if not (math.isfinite(re) and math.isfinite(im)):
         re, im = re + im * 0.0, im - re * 0.0
     return complex(re, im)
