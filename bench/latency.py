@@ -68,7 +68,7 @@ def main(n: int = 2**10) -> None:
 
     import pyreduce
     from pyreduce import backends
-    from pyreduce.api import prepare
+    from pyreduce.prepared import prepare
     from pyreduce.backends import results
     from pyreduce.interop import inspect
     from pyreduce.ops import as_monoid

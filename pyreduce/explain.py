@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .api import KEYWORDS, check_keywords, deterministic_tuning
+from .general import KEYWORDS, check_keywords, deterministic_tuning
 from .axes import normalize_axes
 from .batch import describe_plan
 from .interop import inspect

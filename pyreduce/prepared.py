@@ -1,7 +1,7 @@
 """One reduction made ready to run: :func:`prepare` takes every decision (the
 backend, where a host input goes, the flat device input, the plan) and returns
 a :class:`Prepared`, whose ``run`` launches it. The public calls
-(:mod:`pyreduce.api`) build on it, and so do the tuner and
+(:mod:`pyreduce.general` and the families on it) build on it, and so do the tuner and
 :func:`pyreduce.explain`, which reads the decisions without running them."""
 
 from __future__ import annotations
