@@ -77,7 +77,7 @@ def warmup(ops=None, dtypes=None, backend="auto", sizes=None, progress=True):
 
 def cache_clear(disk=False):
     """Forget every built kernel and compiled operator, the plans that hold them,
-    the calls remembered with them (:mod:`pyreduce.repeat`) and every other memo
+    the calls remembered with them (:mod:`pyreduce.callmemo`) and every other memo
     (:data:`pyreduce.cache.MEMOS`); with ``disk=True`` also remove the disk
     cache's entries (what ``python -m pyreduce cache clear`` does)."""
     from . import diskcache, planner

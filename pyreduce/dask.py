@@ -52,7 +52,7 @@ import warnings
 
 import numpy as np
 
-from . import general, laws, partial, stats, structured
+from . import general, laws, manyvalues, stats, structured
 from .axes import normalize_axes
 from .backends import BACKENDS
 from .deterministic import LEAF, nodes_root
@@ -189,7 +189,7 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
     if x.ndim == 0:  # one element: reduced as a 1-D array of it
         x, axes = x.reshape(1), (0,)
     elif len(axes) < x.ndim:
-        partial.axes_take(monoid, call.deterministic)
+        manyvalues.axes_take(monoid, call.deterministic)
         _scalar_along_axes(monoid, name)
     raw = _raw(monoid)
     if not axes:  # axis=(): each element on its own

@@ -1,7 +1,7 @@
 """``reduce``, the general reduction: any associative operator, over every element
 or along ``axis``, and the path every public reduction to one value or along axes
 takes from an inspected input (``_reduce``): a plain call's remembered decisions
-(:mod:`pyreduce.repeat`), where= and masked inputs, ``axis=``, and one call
+(:mod:`pyreduce.callmemo`), where= and masked inputs, ``axis=``, and one call
 prepared and run (:mod:`pyreduce.prepared`). Also what the public calls share:
 the keywords ``reduce`` takes, ``deterministic=`` as a variant, and the hand-off
 of Dask collections to :mod:`pyreduce.dask`."""
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import laws, masked, partial, repeat, selection
+from . import callmemo, laws, manyvalues, masked, selection
 from .axes import normalize_axes
-from .interop import inspect
 from .dtypes import is_tuple
+from .interop import inspect
+from .manyvalues import axes_take
 from .ops import as_monoid
-from .partial import axes_take
 from .planner import Tuning
 from .prepared import prepare
 from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
@@ -250,7 +250,7 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     plain = (axis is None and not keepdims and out is None and map is None and check is False
              and deterministic is False and where is True
              and (tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING))
-    if plain:  # a repeat of a plain call skips its decisions (pyreduce.repeat)
+    if plain:  # a repeat of a plain call skips its decisions (pyreduce.callmemo)
         memo_key, result = _repeat(info, op, identity, initial, dtype, backend, stream,
                                    device_result)
         if result is not _MISS:
@@ -278,33 +278,33 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     if axis is None and not keepdims:  # the common case first, untouched
         call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
         if plain and memo_key is not None and call.plan is not None:
-            repeat.remember(memo_key, call, op)
+            callmemo.remember(memo_key, call, op)
         return call.run(device_result, out)
     ndim = len(info.shape)
     axes = normalize_axes(axis, ndim)
     if len(axes) < ndim:
         axes_take(monoid, deterministic)
-        return partial.reduce_axes(info, monoid, axes, keepdims, initial, backend, tuning,
-                                   stream, device_result, out)
+        return manyvalues.reduce_axes(info, monoid, axes, keepdims, initial, backend, tuning,
+                                      stream, device_result, out)
     call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
     # every axis kept with extent 1: an array, which stays where the input is
     # (a tuple accumulator's: a tuple of host arrays, as along some axes)
     if is_tuple(monoid.dtype):
-        partial.check_tuple_outputs(monoid.dtype, out, device_result)
+        manyvalues.check_tuple_outputs(monoid.dtype, out, device_result)
         return call.run(shape=(1,) * ndim)
     on_device = info.on_device and call.backend.name != "cpu" and out is None
     return call.run(device_result or on_device, out, shape=(1,) * ndim)
 
 
-_MISS = repeat.MISS
+_MISS = callmemo.MISS
 
 
 def _repeat(info, op, identity, initial, dtype, backend, stream, device_result):
     """``(call shape, result)`` of a plain call: the result of its remembered
-    decisions (:mod:`pyreduce.repeat`), or :data:`_MISS` when there are none."""
-    k = repeat.key(info, op, identity, initial, dtype, backend, stream)
+    decisions (:mod:`pyreduce.callmemo`), or :data:`_MISS` when there are none."""
+    k = callmemo.key(info, op, identity, initial, dtype, backend, stream)
     if k is None:
         return k, _MISS
-    return k, repeat.run(k, info, op, device_result)
+    return k, callmemo.run(k, info, op, device_result)

@@ -1,7 +1,7 @@
 """The named reductions, each ``reduce`` with one built-in operator and NumPy's
 keywords: ``sum``, ``prod``, ``max``, ``min``, ``nanmax``, ``nanmin``, ``any``,
 ``all``, and ``nansum`` and ``nanprod`` (NaN taken as the identity). A plain
-call goes straight to its remembered decisions (:mod:`pyreduce.repeat`), the
+call goes straight to its remembered decisions (:mod:`pyreduce.callmemo`), the
 others through :func:`pyreduce.general.reduce`'s path."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
     acc = dtype_rule(info.dtype) if dtype is None else dtype
     if (axis is None and out is None and not keepdims
             and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs))):
-        # the commonest plain call, straight to its repeat (pyreduce.repeat)
+        # the commonest plain call, straight to its repeat (pyreduce.callmemo)
         result = _repeat(info, op, identity, initial, acc, "auto", None,
                          kwargs.get("device_result", False))[1]
         if result is not _MISS:

@@ -41,7 +41,7 @@ class Prepared:
         self.streamed = None
 
     def detached(self) -> "Prepared":
-        """These decisions without the input (what :mod:`pyreduce.repeat` keeps:
+        """These decisions without the input (what :mod:`pyreduce.callmemo` keeps:
         the memo must not keep a user's array alive)."""
         twin = Prepared(self.backend, self.monoid, None, self.initial, self.stream,
                         self.fixed_tree)
@@ -57,7 +57,7 @@ class Prepared:
 
     def run_on(self, info, flat, device_result: bool = False, out=None, shape=None):
         """:meth:`run` with another input of the same call shape: ``info`` and
-        its flat device array (:mod:`pyreduce.repeat`)."""
+        its flat device array (:mod:`pyreduce.callmemo`)."""
         be, monoid, stream = self.backend, self.monoid, self.stream
         if out is not None and device_result:
             raise ValueError("pass out= or device_result=True, not both")

@@ -1,9 +1,9 @@
 """``segmented_reduce``: one reduction per segment of a 1-D array, the segments
-given by their offsets (run by :mod:`pyreduce.partial`)."""
+given by their offsets (run by :mod:`pyreduce.manyvalues`)."""
 
 from __future__ import annotations
 
-from . import laws, masked, partial
+from . import laws, manyvalues, masked
 from .interop import inspect
 from .ops import as_monoid
 from .planner import Tuning
@@ -92,5 +92,5 @@ def segmented_reduce(
     if check is not False:
         laws.check_if_requested(monoid, check)
     run = (masked.reduce_segments if info.mask is not None and info.size
-           else partial.reduce_segments)
+           else manyvalues.reduce_segments)
     return run(info, offsets, monoid, initial, backend, tuning, stream, device_result, out)

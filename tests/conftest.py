@@ -36,8 +36,8 @@ def backend(request):
 def prepares(monkeypatch):
     """The number of full-path calls (``prepare``, from the public calls and from
     masked inputs) since the test began; the remembered repeat calls are
-    forgotten first (``pyreduce.repeat``)."""
-    from pyreduce import general, masked, repeat
+    forgotten first (``pyreduce.callmemo``)."""
+    from pyreduce import callmemo, general, masked
 
     count = [0]
     real = general.prepare
@@ -48,7 +48,7 @@ def prepares(monkeypatch):
 
     monkeypatch.setattr(general, "prepare", counting)
     monkeypatch.setattr(masked, "prepare", counting)
-    repeat.clear()
+    callmemo.clear()
     return count
 
 
