@@ -252,7 +252,7 @@ def run(out: str) -> int:
 
 
 def _plan(pyreduce, x, axis) -> str:
-    from pyreduce.batch import describe_plan
+    from pyreduce.batchplanner import describe_plan
 
     return describe_plan(pyreduce.explain(x, "add", axis=axis).plan)
 

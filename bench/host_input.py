@@ -140,7 +140,7 @@ def _agrees(op: str, got, want, x: np.ndarray) -> bool:
 
 
 def _auto_path(op: str, x: np.ndarray) -> str:
-    from pyreduce.api import prepare
+    from pyreduce.prepared import prepare
     from pyreduce.interop import inspect
     from pyreduce.ops import as_monoid
     from pyreduce.planner import Tuning

@@ -3,7 +3,7 @@
     python bench/latency.py            # float32 max of 2**10 elements, CuPy input
 
 Times the whole call next to CuPy's and PyTorch's (the best of three interleaved
-rounds), with and without :mod:`pyreduce.repeat`, then each stage of pyreduce's
+rounds), with and without :mod:`pyreduce.callmemo`, then each stage of pyreduce's
 call path on its own, then a cProfile of many calls (the functions that take the
 most time, themselves).
 """
@@ -26,15 +26,15 @@ def burst_us(fn, cp) -> float:
 
 
 def _full_path(fn):
-    """``fn`` with :mod:`pyreduce.repeat` bypassed: every call decides afresh."""
-    from pyreduce import repeat
+    """``fn`` with :mod:`pyreduce.callmemo` bypassed: every call decides afresh."""
+    from pyreduce import callmemo
 
     def call():
-        run, repeat.run = repeat.run, lambda *a: repeat.MISS
+        run, callmemo.run = callmemo.run, lambda *a: callmemo.MISS
         try:
             return fn()
         finally:
-            repeat.run = run
+            callmemo.run = run
 
     return call
 
@@ -45,7 +45,7 @@ def main(n: int = 2**10) -> None:
 
     import pyreduce
     from pyreduce import backends
-    from pyreduce.api import prepare
+    from pyreduce.prepared import prepare
     from pyreduce.backends import results
     from pyreduce.interop import inspect
     from pyreduce.ops import as_monoid

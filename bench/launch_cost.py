@@ -75,7 +75,7 @@ def main(argv=None) -> None:
     from numba import cuda
 
     import pyreduce
-    from pyreduce.api import prepare
+    from pyreduce.prepared import prepare
     from pyreduce.interop import inspect
     from pyreduce.ops import as_monoid
 

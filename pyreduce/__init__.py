@@ -6,11 +6,12 @@
 """
 
 from ._version import __version__ as __version__
-from .api import (
-    Reduce, all, any, argmax, argmin, max, mean, min, minmax, nanmax, nanmin, nanprod, nansum,
-    prod, reduce, segmented_reduce, std, sum, var,
-)
-from .api import scale_out_with as _scale_out_with
+from .general import reduce
+from .general import scale_out_with as _scale_out_with
+from .named import all, any, max, min, nanmax, nanmin, nanprod, nansum, prod, sum
+from .numba_reduce import Reduce
+from .segmented import segmented_reduce
+from .stats import argmax, argmin, mean, minmax, std, var
 from .backends import BackendNotice, available
 from .cache import KERNELS as _KERNELS
 from .cumulative import cumprod, cumsum, cumulative_prod, cumulative_sum, scan
@@ -77,7 +78,7 @@ def warmup(ops=None, dtypes=None, backend="auto", sizes=None, progress=True):
 
 def cache_clear(disk=False):
     """Forget every built kernel and compiled operator, the plans that hold them,
-    the calls remembered with them (:mod:`pyreduce.repeat`) and every other memo
+    the calls remembered with them (:mod:`pyreduce.callmemo`) and every other memo
     (:data:`pyreduce.cache.MEMOS`); with ``disk=True`` also remove the disk
     cache's entries (what ``python -m pyreduce cache clear`` does)."""
     from . import diskcache, planner

@@ -2,12 +2,12 @@
 statistics, ``ptp``) along axes, and with ``keepdims=``, ``out=`` and ``dtype=``.
 
 Along axes that leave some out, every lane's accumulator comes from the batched
-kernels (:func:`pyreduce.partial.reduce_axes_raw`; masked arrays and ``where=``
+kernels (:func:`pyreduce.manyvalues.reduce_axes_raw`; masked arrays and ``where=``
 through :mod:`pyreduce.masked` and :mod:`pyreduce.selection`), the element
 map's index counting within the lane, so an argmax's index is NumPy's index
 along the axis. The accumulators are finished on the host, all at once
 (:mod:`pyreduce.finishers`), cast to ``dtype=`` where given, and placed where
-every ``axis=`` result goes (:class:`pyreduce.partial.Result`): ``out=``, else
+every ``axis=`` result goes (:class:`pyreduce.manyvalues.Result`): ``out=``, else
 a device array of the input's library for a device input (or
 ``device_result=True``), else a NumPy array. A reduction to one value with
 ``keepdims``, ``out`` or ``dtype`` is the one value, shaped and placed the same
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backends, masked, partial, selection
+from . import backends, manyvalues, masked, selection
 from .axes import result_shape
 from .interop import Input
 from .ops import Monoid
@@ -55,8 +55,8 @@ def place(values, info: Input, keepdims_shape: tuple, dtype, out, device_result:
             placed.append(part.reshape(keepdims_shape).astype(dtype or part.dtype))
             continue
         part = np.asarray(part, dtype=dtype or np.asarray(part).dtype).reshape(keepdims_shape)
-        result = partial.Result(be, part.dtype, keepdims_shape, info, o, device_result,
-                                be.launch_stream(stream, info) if be.name != "cpu" else stream)
+        result = manyvalues.Result(be, part.dtype, keepdims_shape, info, o, device_result,
+                                   be.launch_stream(stream, info) if be.name != "cpu" else stream)
         placed.append(result.host(part))
     return tuple(placed) if isinstance(values, tuple) else placed[0]
 
@@ -81,8 +81,8 @@ def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, backend: st
         raw = masked.reduce(info, monoid, masked.NAMED, axes, keepdims, None, backend, tuning,
                             stream, False, None, raw=True)
     else:
-        raw = partial.reduce_axes_raw(info, monoid, axes, keepdims, None, backend, tuning,
-                                      stream)
+        raw = manyvalues.reduce_axes_raw(info, monoid, axes, keepdims, None, backend, tuning,
+                                         stream)
     if not isinstance(raw, np.ma.MaskedArray):
         return _finish(monoid, raw)
     lanes = np.ma.getmaskarray(raw)

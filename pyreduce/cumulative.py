@@ -20,7 +20,7 @@ from .backends.cpu_scan import scan_rows as cpu_scan_rows
 from .dtypes import bfloat16_to_float32, is_bfloat16, is_tuple
 from .interop import inspect
 from .ops import as_monoid, cast_value, sum_dtype
-from .partial import Result
+from .manyvalues import Result
 from .planner import Tuning
 from .prefix import Scan, scan_rows
 from .tuning_keywords import DEFAULT as DEFAULT_TUNING

@@ -2,7 +2,7 @@
 the chunks' results combined by Dask, in order.
 
 ``pyreduce.reduce`` and the named reductions hand a Dask array here (the check in
-:mod:`pyreduce.api` reads the type's module name, so ``import pyreduce`` never
+:mod:`pyreduce.general` reads the type's module name, so ``import pyreduce`` never
 imports Dask; this module imports it only when called). The result is a lazy
 Dask array, as ``dask.array.sum`` gives: nothing runs until it is computed, by
 whatever scheduler the user runs Dask with.
@@ -52,7 +52,7 @@ import warnings
 
 import numpy as np
 
-from . import api, laws, partial, structured
+from . import general, laws, manyvalues, stats, structured
 from .axes import normalize_axes
 from .backends import BACKENDS
 from .deterministic import LEAF, nodes_root
@@ -126,7 +126,7 @@ def _structured(name, x, **kwargs):
     else:
         monoid = getattr(structured, f"{name}_monoid")(dt)
     split_every = kwargs.pop("split_every", None)
-    options = dict(api._tuned(kwargs, name), split_every=split_every)
+    options = dict(stats._tuned(kwargs, name), split_every=split_every)
     return run(x, monoid, name, options, index=name in _INDEXED)
 
 
@@ -189,7 +189,7 @@ def run(x, monoid: Monoid, name: str, options: dict, index: bool = False):
     if x.ndim == 0:  # one element: reduced as a 1-D array of it
         x, axes = x.reshape(1), (0,)
     elif len(axes) < x.ndim:
-        partial.axes_take(monoid, call.deterministic)
+        manyvalues.axes_take(monoid, call.deterministic)
         _scalar_along_axes(monoid, name)
     raw = _raw(monoid)
     if not axes:  # axis=(): each element on its own
@@ -235,7 +235,7 @@ def _checked(x, monoid: Monoid, o: dict, name: str, index: bool) -> _Call:
     laws.check_if_requested(monoid, o["check"])
     deterministic = o["deterministic"]
     if deterministic is not False:
-        tuning = api.deterministic_tuning(tuning, deterministic)
+        tuning = general.deterministic_tuning(tuning, deterministic)
         if deterministic and is_tuple(monoid.dtype):
             raise ValueError("deterministic=True takes scalar accumulators, not tuples")
     initial = None if o["initial"] is None else cast_value(o["initial"], monoid.dtype, "initial")
@@ -411,9 +411,9 @@ class _Chunks(_Task):
         info = inspect(chunk)
         backend = "cpu" if self.backend == "auto" and not info.on_device else self.backend
         if self.axes is not None:
-            return api._reduce(info, self.monoid, None, backend=backend, axis=self.axes,
-                               keepdims=True, **self.options)
-        value = api._reduce(info, self.monoid, None, backend=backend, **self.options)
+            return general._reduce(info, self.monoid, None, backend=backend,
+                                   axis=self.axes, keepdims=True, **self.options)
+        value = general._reduce(info, self.monoid, None, backend=backend, **self.options)
         if self.starts is not None:
             value = value[:-1] + (self._global(int(value[-1]), chunk.shape, block_id),)
         return np.asarray(value, self.monoid.dtype).reshape((1,) * chunk.ndim)
@@ -465,8 +465,8 @@ class _Fold(_Task):
         else:
             info = inspect(p)
             backend = "cpu" if self.backend == "auto" and not info.on_device else self.backend
-            return api._reduce(info, self.monoid, None, initial=self.initial,
-                               backend=backend, axis=axis, keepdims=keepdims)
+            return general._reduce(info, self.monoid, None, initial=self.initial,
+                                   backend=backend, axis=axis, keepdims=keepdims)
         out = np.asarray(value, dt)
         return out.reshape(1) if keepdims else out[()]
 

@@ -111,7 +111,7 @@ def schedule(plan) -> Schedule:
 class Executable:
     """A plan's kernels and its pools of prepared workspaces, for one backend. A
     plan either knows its schedule (``plan.schedule``: the batched reductions of
-    :mod:`pyreduce.batch`) or is a 1-D :class:`~pyreduce.planner.Plan`, laid out
+    :mod:`pyreduce.batchplanner`) or is a 1-D :class:`~pyreduce.planner.Plan`, laid out
     by :func:`schedule`."""
 
     def __init__(self, backend, plan, monoid, device):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from .api import KEYWORDS, check_keywords, deterministic_tuning
+from .general import KEYWORDS, check_keywords, deterministic_tuning
 from .axes import normalize_axes
-from .batch import describe_plan
+from .batchplanner import describe_plan
 from .interop import inspect
 from .masked import compressed
 from .ops import as_monoid
-from .partial import prepare_axes
+from .manyvalues import prepare_axes
 from .planner import Plan
 from .prepared import prepare
 from .tuning_keywords import DEFAULT as DEFAULT_TUNING
@@ -98,7 +98,7 @@ def _unmasked(info, kwargs):
 
 def explain(x, op, identity=None, **kwargs) -> Explanation:
     """Run ``reduce(x, op, identity, **kwargs)`` and describe how it ran. With
-    ``axis=`` the plan is a :class:`pyreduce.batch.BatchPlan`: which kernel
+    ``axis=`` the plan is a :class:`pyreduce.batchplanner.BatchPlan`: which kernel
     reduces the rows or columns, its grid, and the parts long rows are cut into.
 
     >>> import numpy as np, pyreduce

@@ -37,7 +37,7 @@ from .axes import result_shape
 from .dtypes import fields, is_tuple
 from .backends.base import to_host
 from .interop import Input, inspect
-from . import partial
+from . import manyvalues
 from .prepared import prepare
 
 __all__ = ["FOLD", "NAMED", "INDEX", "WHERE", "compressed", "reduce", "reduce_segments"]
@@ -72,14 +72,14 @@ def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial,
     docstring); ``rule`` says what a reduction to one value with nothing
     unmasked gives. ``raw`` (along axes): the accumulators as one array of
     ``monoid.dtype``, a record array for a tuple accumulator, unfinished
-    (:func:`pyreduce.partial.reduce_axes_raw`)."""
+    (:func:`pyreduce.manyvalues.reduce_axes_raw`)."""
     _refuse_outputs(out, device_result)
     ndim = len(info.shape)
     if len(axes) == ndim and (not keepdims or ndim == 0):
         return _one(info, monoid, rule, initial, backend, tuning, stream)
-    partial.axes_take(monoid, deterministic)
+    manyvalues.axes_take(monoid, deterministic)
     if not raw:
-        partial.check_no_finish(monoid)
+        manyvalues.check_no_finish(monoid)
     kept = tuple(a for a in range(ndim) if a not in axes)
     lanes = math.prod(info.shape[a] for a in kept)
     keep = ~info.mask.transpose(kept + axes).reshape(lanes, -1)
@@ -88,7 +88,7 @@ def reduce(info: Input, monoid, rule: str, axes: tuple, keepdims: bool, initial,
     values = _segments(Input(info.dtype, host.shape, host=host), offsets, monoid, initial,
                        backend, tuning, stream, empty_masked=rule != WHERE)
     values = values.reshape(result_shape(info.shape, axes, keepdims))
-    return values if raw else partial.as_fields(values)
+    return values if raw else manyvalues.as_fields(values)
 
 
 def _one(info: Input, monoid, rule: str, initial, backend, tuning, stream):
@@ -122,11 +122,11 @@ def reduce_segments(info: Input, offsets, monoid, initial, backend, tuning, stre
         raise ValueError(f"segmented_reduce needs a 1-D x, got shape {tuple(info.shape)}")
     off = inspect(offsets)
     host = off.host if off.host is not None else to_host(off)
-    bounds = partial.validate_offsets(host, info.size)
+    bounds = manyvalues.validate_offsets(host, info.size)
     # where each boundary falls among the unmasked elements
     before = np.concatenate(([0], np.cumsum(~info.mask)))
-    return partial.as_fields(_segments(compressed(info), before[bounds], monoid, initial,
-                                       backend, tuning, stream))
+    return manyvalues.as_fields(_segments(compressed(info), before[bounds], monoid, initial,
+                                          backend, tuning, stream))
 
 
 def _segments(values: Input, offsets: np.ndarray, monoid, initial, backend, tuning,
@@ -138,12 +138,12 @@ def _segments(values: Input, offsets: np.ndarray, monoid, initial, backend, tuni
     ``initial`` or the identity (the caller makes sure one of them exists).
     The accumulators: a record array for a tuple accumulator, unfinished."""
     if not empty_masked:
-        return partial.reduce_segments(values, offsets, monoid, initial, backend, tuning,
-                                       stream, False, None, raw=True)
+        return manyvalues.reduce_segments(values, offsets, monoid, initial, backend, tuning,
+                                          stream, False, None, raw=True)
     lengths = np.diff(offsets)
     full = lengths > 0
     bounds = offsets[np.concatenate(([True], full))]  # consecutive: the empty ones drop out
     data = np.zeros(lengths.size, dtype=monoid.dtype)
-    data[full] = partial.reduce_segments(values, bounds, monoid, initial, backend, tuning,
-                                         stream, False, None, raw=True)
+    data[full] = manyvalues.reduce_segments(values, bounds, monoid, initial, backend, tuning,
+                                            stream, False, None, raw=True)
     return np.ma.MaskedArray(data, mask=~full)

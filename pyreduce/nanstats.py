@@ -17,10 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import masked, structured
-from .api import (
-    _MOMENTS, _dask, _highest, _lowest, _moments, _on_dask, _reduce, _scale_out, _structured,
-    _tuned, sum as _sum,
-)
+from .general import _on_dask, _reduce, _scale_out
+from .named import sum as _sum
+from .stats import _MOMENTS, _dask, _highest, _lowest, _moments, _structured, _tuned
 from .interop import inspect
 
 __all__ = ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero"]

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from . import api, diskcache
+from . import diskcache, general, named
 from .backends import BackendNotice, get
 
 __all__ = ["warmup", "Warmup", "DEFAULT_OPS", "DEFAULT_DTYPES"]
@@ -71,7 +71,7 @@ def warmup(ops=None, dtypes=None, backend: str = "auto", sizes=None,
         warnings.simplefilter("ignore", BackendNotice)
         be = get(backend)
     dts = [_dtype(d) for d in (dtypes if dtypes is not None else DEFAULT_DTYPES)]
-    calls = [_call(api, op) for op in (ops if ops is not None else DEFAULT_OPS)]
+    calls = [_call(op) for op in (ops if ops is not None else DEFAULT_OPS)]
     counts = {dt: _counts(be, dt, sizes) for dt in dts}
     arrays = _inputs(be, dts, counts)
     cases = [(label, fn, dt, n) for label, fn in calls for dt in dts for n in counts[dt]]
@@ -100,17 +100,17 @@ def _dtype(d) -> np.dtype:
 _NAMED = ("sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "nansum", "nanprod")
 
 
-def _call(api, op):
+def _call(op):
     """``(label, fn(x, backend=...))`` for a named reduction or a user operator."""
     if isinstance(op, str):
         if op not in _NAMED:
             raise ValueError(f"ops= names unknown reduction {op!r}; known: {', '.join(_NAMED)}")
-        return op, getattr(api, op)
+        return op, getattr(named, op)
     if not callable(op):
         raise TypeError(f"ops= must hold reduction names or functions, got {op!r}")
 
     def reduce(x, backend):
-        return api.reduce(x, op, backend=backend)
+        return general.reduce(x, op, backend=backend)
 
     return getattr(op, "__name__", "op"), reduce
 

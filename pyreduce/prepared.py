@@ -1,7 +1,7 @@
 """One reduction made ready to run: :func:`prepare` takes every decision (the
 backend, where a host input goes, the flat device input, the plan) and returns
 a :class:`Prepared`, whose ``run`` launches it. The public calls
-(:mod:`pyreduce.api`) build on it, and so do the tuner and
+(:mod:`pyreduce.general` and the families on it) build on it, and so do the tuner and
 :func:`pyreduce.explain`, which reads the decisions without running them."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Prepared:
         self.streamed = None
 
     def detached(self) -> "Prepared":
-        """These decisions without the input (what :mod:`pyreduce.repeat` keeps:
+        """These decisions without the input (what :mod:`pyreduce.callmemo` keeps:
         the memo must not keep a user's array alive)."""
         twin = Prepared(self.backend, self.monoid, None, self.initial, self.stream,
                         self.fixed_tree)
@@ -57,7 +57,7 @@ class Prepared:
 
     def run_on(self, info, flat, device_result: bool = False, out=None, shape=None):
         """:meth:`run` with another input of the same call shape: ``info`` and
-        its flat device array (:mod:`pyreduce.repeat`)."""
+        its flat device array (:mod:`pyreduce.callmemo`)."""
         be, monoid, stream = self.backend, self.monoid, self.stream
         if out is not None and device_result:
             raise ValueError("pass out= or device_result=True, not both")

@@ -31,7 +31,7 @@ from .axes import result_shape
 from .backends.base import to_host
 from .interop import Input, inspect
 from .ops import cast_value
-from .partial import Result, check_no_finish, filled
+from .manyvalues import Result, check_no_finish, filled
 from .prepared import prepare
 
 __all__ = ["left_out", "reduce"]
@@ -71,7 +71,7 @@ def reduce(info: Input, monoid, out_mask: np.ndarray, axes: tuple, keepdims: boo
     """The reduction of ``axes`` (normalised) of the elements of ``info`` that
     ``out_mask`` (from :func:`left_out`) does not leave out. ``raw`` (along
     axes): the accumulators as a host array, as
-    :func:`pyreduce.partial.reduce_axes_raw` returns them."""
+    :func:`pyreduce.manyvalues.reduce_axes_raw` returns them."""
     empty = _empty_value(monoid, initial)
     host = info.host if info.host is not None else to_host(info)
     selected = Input(info.dtype, info.shape, host=host)
@@ -98,7 +98,7 @@ def reduce(info: Input, monoid, out_mask: np.ndarray, axes: tuple, keepdims: boo
 
 def _placed(values: np.ndarray, info: Input, backend, stream, out, device_result):
     """``values``, computed on the host, where the same call without ``where=``
-    puts its result (:class:`pyreduce.partial.Result`; a tuple accumulator's
+    puts its result (:class:`pyreduce.manyvalues.Result`; a tuple accumulator's
     record array as a tuple of arrays, one per field)."""
     be = backends.get(backend, on_device=info.on_device)
     return Result(be, values.dtype, values.shape, info, out, device_result,

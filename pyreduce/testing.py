@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     ) from exc
 
 from . import backends as _backends
-from .api import reduce
+from .general import reduce
 from .laws import (
     LAWS, Counterexample, LawReport, Tolerance, counterexample, host_step, laws_for, magnitude,
     sample_counterexample,

@@ -36,19 +36,19 @@ def backend(request):
 def prepares(monkeypatch):
     """The number of full-path calls (``prepare``, from the public calls and from
     masked inputs) since the test began; the remembered repeat calls are
-    forgotten first (``pyreduce.repeat``)."""
-    from pyreduce import api, masked, repeat
+    forgotten first (``pyreduce.callmemo``)."""
+    from pyreduce import callmemo, general, masked
 
     count = [0]
-    real = api.prepare
+    real = general.prepare
 
     def counting(*args, **kwargs):
         count[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(api, "prepare", counting)
+    monkeypatch.setattr(general, "prepare", counting)
     monkeypatch.setattr(masked, "prepare", counting)
-    repeat.clear()
+    callmemo.clear()
     return count
 
 

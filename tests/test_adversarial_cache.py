@@ -83,7 +83,7 @@ def test_captured_tuples(backend):
 def _calls(backend, x):
     """(input, keywords) of the calls made for ``x``: on a GPU backend also
     plain calls with a device input, twice (the second a repeat,
-    :mod:`pyreduce.repeat`)."""
+    :mod:`pyreduce.callmemo`)."""
     calls = [(x, on(backend))]
     if backend != "cpu":
         calls += [(to_device(x), {"backend": backend})] * 2

@@ -26,7 +26,7 @@ import pyreduce
 from numpy_compare import check, numpy_pyreduce, to_device
 from oracles import P, affine, affine_data, first_nonzero, last_nonzero
 from pyreduce import axes as axes_mod
-from pyreduce import batch
+from pyreduce import batchplanner
 from pyreduce.planner import Tuning
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -342,8 +342,8 @@ def test_describe_none_only_without_a_view():
     assert axes_mod.describe(y.shape, y.strides, 8, (2,)) is not None
 
 
-SIM_DEVICE = batch.DeviceInfo("sim-like", ("t",), 2, 64, 1, 32, 64, vector_bytes=16)
-GPU_DEVICE = batch.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256, vector_bytes=16)
+SIM_DEVICE = batchplanner.DeviceInfo("sim-like", ("t",), 2, 64, 1, 32, 64, vector_bytes=16)
+GPU_DEVICE = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256, vector_bytes=16)
 
 
 @pytest.mark.parametrize("device,shape,axis,kind,group,parts", [
@@ -362,8 +362,8 @@ def test_kernel_kinds(device, shape, axis, kind, group, parts):
     x = np.broadcast_to(np.float32(0), shape)  # strides: the planner sees C strides
     strides = tuple(4 * int(np.prod(shape[a + 1:])) for a in range(len(shape)))
     d = axes_mod.describe(shape, strides, 4, (axis,))
-    plan = batch.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), device, Tuning(),
-                              align=16)
+    plan = batchplanner.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), device, Tuning(),
+                                     align=16)
     assert (plan.kind, plan.spec.group if kind == "rows" else "block", plan.parts) == \
         (kind, group, parts)
     if plan.spec.unit and plan.kind == "rows" and group != "thread":
@@ -383,11 +383,11 @@ def test_vector_loads_need_aligned_rows(kind):
         d = axes_mod.Strided(M=2**12, Mi=2**12, so=0, si=2**12 + 13, K=2**12 + 13, ks=1,
                              off=0, span=(2**12) * (2**12 + 13))
     f4 = np.dtype(np.float32)
-    plan = batch.plan_strided(d, f4, f4, ("builtin", "add"), GPU_DEVICE, Tuning(), align=16)
+    plan = batchplanner.plan_strided(d, f4, f4, ("builtin", "add"), GPU_DEVICE, Tuning(), align=16)
     assert plan.kind == kind and plan.spec.vector == 1
     with pytest.raises(ValueError, match="vector_loads=True"):
-        batch.plan_strided(d, f4, f4, ("builtin", "add"), GPU_DEVICE,
-                           Tuning(vector_loads=True), align=16)
+        batchplanner.plan_strided(d, f4, f4, ("builtin", "add"), GPU_DEVICE,
+                                  Tuning(vector_loads=True), align=16)
 
 
 def test_generated_source_keeps_order_and_64_bit_indices():

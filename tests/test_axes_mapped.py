@@ -28,7 +28,7 @@ import pyreduce
 from adversarial import axes as axes_of, inputs
 from numpy_compare import to_device
 from oracles import P, affine, lane_layout, on
-from pyreduce import backends, batch, partial, structured
+from pyreduce import backends, batchplanner, manyvalues, structured
 from pyreduce.interop import inspect
 from pyreduce.ops import make_monoid
 from pyreduce.planner import Tuning
@@ -371,8 +371,8 @@ def test_segment_kernels():
     f4 = np.dtype(np.float32)
     seen_kinds = set()
     for lengths in SEGMENTS.values():
-        plan = batch.plan_segments(len(lengths), sum(lengths), f4, f4, "op", sim,
-                                   Tuning(**SEGMENT_TUNING), mapped=True)
+        plan = batchplanner.plan_segments(len(lengths), sum(lengths), f4, f4, "op", sim,
+                                          Tuning(**SEGMENT_TUNING), mapped=True)
         seen_kinds.add((plan.spec.group, plan.parts > 1))
         assert plan.spec.mapped and (plan.finish is None or not plan.finish.mapped)
     assert seen_kinds == {("thread", False), ("warp", False), ("block", False),
@@ -512,7 +512,7 @@ def test_deterministic_along_axes_is_refused(backend):
 
 
 # --------------------------------------------------------------------------
-# The raw accumulators (pyreduce.partial.reduce_axes_raw)
+# The raw accumulators (pyreduce.manyvalues.reduce_axes_raw)
 
 
 @pytest.mark.parametrize("axis,keepdims", [(1, False), (0, True), ((0, 2), False),
@@ -529,8 +529,8 @@ def test_raw_accumulators(backend, axis, keepdims):
     tuning = on(backend).get("tuning", Tuning())
 
     def raw(monoid, initial=None, data=x):
-        return partial.reduce_axes_raw(inspect(data), monoid, axes, keepdims, initial,
-                                       backend, tuning, None)
+        return manyvalues.reduce_axes_raw(inspect(data), monoid, axes, keepdims, initial,
+                                          backend, tuning, None)
 
     _, _, shape = lane_layout(x.shape, axis, keepdims)
     argmax = structured.argmax_monoid(x.dtype)

@@ -316,7 +316,7 @@ def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     """A repeat launches only on the device its decisions were taken on: where the
     thread's device is another, it launches nothing (``fastpath.WRONG_DEVICE``)
     and the call is decided afresh."""
-    from pyreduce import repeat
+    from pyreduce import callmemo
     from pyreduce.backends import fastpath
     from pyreduce.backends.express import Express
 
@@ -324,7 +324,7 @@ def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     x = np.random.default_rng(2).standard_normal(5000)
     d = cuda.to_device(x)
     assert pyreduce.max(d) == x.max()
-    (entry,) = repeat._MEMO.values()
+    (entry,) = callmemo._MEMO.values()
     assert isinstance(entry.run, Express)
     here = entry.run.device
     entry.run.device = here + 1  # as if the decisions were taken on another GPU
@@ -332,7 +332,7 @@ def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     r = pyreduce.max(d, device_result=True)
     assert r.copy_to_host()[()] == x.max()
     assert prepares[0] == 2  # the first call, then the other device's entry replaced
-    (entry,) = repeat._MEMO.values()
+    (entry,) = callmemo._MEMO.values()
     assert entry.run.device == here
     # 7 parameter words, the scratch word and the driver functions' addresses
     values = np.array([*range(7), 0, *fastpath.driver_functions()], dtype=np.int64)
@@ -374,7 +374,7 @@ def test_express_repeats_from_many_threads():
 
 
 def test_repeat_calls_follow_their_inputs():
-    """A repeated call shape reuses its decisions (pyreduce.repeat); each call
+    """A repeated call shape reuses its decisions (pyreduce.callmemo); each call
     still reads its own array: a new address, a misaligned view, a rebound
     closure value."""
     cuda = cuda_module()

@@ -17,11 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyreduce
-from pyreduce import api, backends, calibrate, costmodel, hostroute, tuned, tuning
+from pyreduce import backends, calibrate, costmodel, hostroute, tuned, tuning
 from pyreduce.backends import cpu_parallel, staging
 from pyreduce.interop import inspect
 from pyreduce.ops import as_monoid
 from pyreduce.planner import Tuning
+from pyreduce.prepared import prepare
 
 from oracles import SIM_TUNING, affine, affine_data, last_nonzero
 
@@ -242,8 +243,8 @@ def test_c_order_pieces_cover_a_range_exactly(shape, data):
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 100, 257])
 def test_ordered_op_streamed_in_chunks(chunks, n):
     x = affine_data(n, seed=n)
-    call = api.prepare(inspect(x), as_monoid(affine, x.dtype), None, GPU,
-                       SIM_TUNING, None)
+    call = prepare(inspect(x), as_monoid(affine, x.dtype), None, GPU,
+                   SIM_TUNING, None)
     assert call.streamed is not None and call.streamed.count == -(-n // call.streamed.chunk)
     assert call.run() == functools.reduce(affine, x)
     init = np.int64(affine_data(1, seed=99)[0])
@@ -287,7 +288,7 @@ def test_tuple_accumulator_streamed(chunks):
 def test_a_map_reading_its_index_is_copied_whole(chunks):
     x = np.arange(100, dtype=np.int64)
     monoid = as_monoid("add", x.dtype, map=lambda i, v: v * i)
-    call = api.prepare(inspect(x), monoid, None, GPU, SIM_TUNING, None)
+    call = prepare(inspect(x), monoid, None, GPU, SIM_TUNING, None)
     assert call.streamed is None and call.flat is not None
     assert call.run() == (x * np.arange(100)).sum()
 
@@ -303,8 +304,8 @@ def test_device_result_of_a_streamed_call(chunks):
     x = np.arange(77, dtype=np.int32)
     got = pyreduce.sum(x, device_result=True, dtype=np.int32, **SIM)
     assert got.copy_to_host()[()] == x.sum()
-    x_call = api.prepare(inspect(x), as_monoid("add", x.dtype), None, GPU,
-                         SIM_TUNING, None)
+    x_call = prepare(inspect(x), as_monoid("add", x.dtype), None, GPU,
+                     SIM_TUNING, None)
     assert x_call.streamed is not None  # and a device result copies it whole instead:
     assert x_call.run(device_result=True).copy_to_host()[()] == x.sum()
 
@@ -362,8 +363,8 @@ def _reduce_at_once(xs, keywords):
 def test_small_inputs_are_copied_directly(monkeypatch):
     monkeypatch.setattr(staging, "DIRECT_BYTES", 1 << 10)
     x = np.arange(100, dtype=np.int64)  # 800 bytes
-    call = api.prepare(inspect(x), as_monoid("add", x.dtype), None, GPU,
-                       SIM_TUNING, None)
+    call = prepare(inspect(x), as_monoid("add", x.dtype), None, GPU,
+                   SIM_TUNING, None)
     assert call.streamed is None and call.run() == x.sum()
 
 
@@ -429,7 +430,7 @@ def test_folds_on_cpu():
 @pytest.mark.sim
 def test_auto_takes_the_simulator_for_no_gpu():
     x = np.arange(10.0)
-    call = api.prepare(inspect(x), as_monoid("add", x.dtype), None, "auto", Tuning(), None)
+    call = prepare(inspect(x), as_monoid("add", x.dtype), None, "auto", Tuning(), None)
     assert call.backend.name == "cpu" and call.route is None
 
 
@@ -437,7 +438,7 @@ def test_auto_without_a_gpu_keeps_host_inputs_on_the_cpu(monkeypatch):
     x = np.arange(10.0)
     monkeypatch.setattr(backends, "_numba_cuda_mode", lambda: None)
     monkeypatch.setattr(backends, "_hip_present", lambda: False)
-    call = api.prepare(inspect(x), as_monoid("add", x.dtype), None, "auto", Tuning(), None)
+    call = prepare(inspect(x), as_monoid("add", x.dtype), None, "auto", Tuning(), None)
     assert call.backend.name == "cpu" and call.route is None
     assert pyreduce.explain(x, "add").route is None
 
@@ -456,8 +457,8 @@ def fake_gpu(monkeypatch, chunks):
 
 def test_auto_routes_host_inputs_by_the_model(fake_gpu):
     x = affine_data(300)
-    call = api.prepare(inspect(x), as_monoid(affine, x.dtype), None, "auto",
-                       SIM_TUNING, None)
+    call = prepare(inspect(x), as_monoid(affine, x.dtype), None, "auto",
+                   SIM_TUNING, None)
     assert call.backend.name == GPU and call.route.path == "gpu"
     assert call.run() == functools.reduce(affine, x)
     fake_gpu[0] = _model(h2d_GBps=0.001)
@@ -576,7 +577,7 @@ def gpu_chunks(monkeypatch):
 @pytest.mark.parametrize("n", [2**17 + 3, 2**20 + 5, 3 * 2**20 + 1])
 def test_gpu_ordered_op_streamed(gpu_chunks, n):
     x = affine_data(n, seed=n)
-    call = api.prepare(inspect(x), as_monoid(affine, x.dtype), None, "cuda", Tuning(), None)
+    call = prepare(inspect(x), as_monoid(affine, x.dtype), None, "cuda", Tuning(), None)
     assert call.streamed is not None
     assert call.run() == functools.reduce(affine, x)
     init = np.int64(affine_data(1, seed=1)[0])

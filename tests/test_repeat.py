@@ -1,4 +1,4 @@
-"""Repeat calls (pyreduce.repeat): a call shape seen before skips its decisions,
+"""Repeat calls (pyreduce.callmemo): a call shape seen before skips its decisions,
 and every call still computes its own input's value: new data, new addresses and
 alignments, rebound closure values and globals, other dtypes, identities and
 initial values."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyreduce
-from pyreduce import repeat, tuning
+from pyreduce import callmemo, tuning
 from oracles import P, affine
 
 N = 300  # a few blocks of the simulator's device
@@ -135,30 +135,30 @@ def test_only_plain_calls_are_remembered(gpu_backend, prepares):
         pyreduce.sum(d, backend=gpu_backend, out=out)
         assert out.copy_to_host()[0] == pytest.approx(x.sum())
     assert prepares[0] == 6
-    assert not repeat._MEMO
+    assert not callmemo._MEMO
 
 
 def test_forgetting_plans_forgets_repeats(gpu_backend, prepares, tmp_path, monkeypatch):
     x = np.random.default_rng(6).standard_normal(N)
     d = device(x)
     pyreduce.max(d, backend=gpu_backend)
-    assert repeat._MEMO
+    assert callmemo._MEMO
     pyreduce.cache_clear()
-    assert not repeat._MEMO
+    assert not callmemo._MEMO
     pyreduce.max(d, backend=gpu_backend)
     monkeypatch.setenv("PYREDUCE_TUNING_FILE", str(tmp_path / "tuning.json"))
     tuning.reset()
-    assert not repeat._MEMO
+    assert not callmemo._MEMO
     assert pyreduce.max(d, backend=gpu_backend) == x.max()
 
 
 def test_the_memo_keeps_at_most_its_bound(gpu_backend, prepares, monkeypatch):
-    monkeypatch.setattr(repeat._MEMO, "maxsize", 3)
+    monkeypatch.setattr(callmemo._MEMO, "maxsize", 3)
     rng = np.random.default_rng(7)
     for n in range(N, N + 7):
         x = rng.standard_normal(n)
         assert pyreduce.max(device(x), backend=gpu_backend) == x.max()
-        assert len(repeat._MEMO) <= 3
+        assert len(callmemo._MEMO) <= 3
 
 
 def test_host_inputs_take_the_full_path(gpu_backend, prepares):

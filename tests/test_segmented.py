@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import pyreduce
 from numpy_compare import check, numpy_pyreduce, to_device
 from oracles import P, affine, affine_data, last_nonzero
-from pyreduce import batch
+from pyreduce import batchplanner
 from pyreduce.planner import DeviceInfo, Tuning
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -192,7 +192,7 @@ GPU = DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256, vector_bytes=16)
 ])
 def test_kernel_choice(segments, size, group, parts):
     f4 = np.dtype(np.float32)
-    plan = batch.plan_segments(segments, segments * size, f4, f4, ("builtin", "add"), GPU,
-                               Tuning())
+    plan = batchplanner.plan_segments(segments, segments * size, f4, f4, ("builtin", "add"), GPU,
+                                      Tuning())
     assert (plan.spec.group, plan.parts) == (group, parts)
     assert plan.spec.vector == 1 and plan.passes == (2 if parts > 1 else 1)

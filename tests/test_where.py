@@ -245,7 +245,7 @@ def test_where_false_empties_every_lane(backend):
 
 def test_a_plain_call_still_repeats(prepares):
     """Without ``where=`` (or with ``where=True``) a plain call on a GPU backend
-    takes the remembered decisions of :mod:`pyreduce.repeat` on its repeat; a
+    takes the remembered decisions of :mod:`pyreduce.callmemo` on its repeat; a
     masked call of the same shape is never answered by them."""
     from numba import cuda
 

@@ -136,7 +136,7 @@ class GeneratedBackend:
 
     def express(self, call, device: int):
         """A faster runner for repeats of the :class:`~pyreduce.prepared.Prepared`
-        ``call`` on ``device`` (:mod:`pyreduce.repeat`), or None: repeats run
+        ``call`` on ``device`` (:mod:`pyreduce.callmemo`), or None: repeats run
         ``call.run_on`` after checking the device."""
         return None
 
@@ -287,7 +287,7 @@ class GeneratedBackend:
     def to_device(self, host: np.ndarray, stream):
         return self.gpu.to_device(np.ascontiguousarray(host).reshape(-1), stream=stream)
 
-    # --- inputs of axis= and segmented reductions (pyreduce.partial)
+    # --- inputs of axis= and segmented reductions (pyreduce.manyvalues)
 
     def upload(self, host: np.ndarray, stream):
         """A 1-D host array copied to a new device buffer (complete on return)."""

@@ -1,6 +1,6 @@
 """Repeat calls on a GPU in one step.
 
-A repeat of a plain call (:mod:`pyreduce.repeat`) whose plan is a single launch
+A repeat of a plain call (:mod:`pyreduce.callmemo`) whose plan is a single launch
 with no initial value (the single-pass kernel, the default at every size) runs
 here, without the general path's layers (:meth:`pyreduce.prepared.Prepared.run_on`,
 :class:`pyreduce.driver.Executable`, the backend's ``flat_input``).
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..dtypes import storage
 from ..planner import address_alignment
-from ..repeat import MISS
+from ..callmemo import MISS
 from . import fastpath
 from .fastpath import WRONG_DEVICE, DeviceView, check_driver, read_scalar, sync_producer
 from .results import maker
@@ -29,7 +29,7 @@ __all__ = ["Express", "express"]
 
 class Express:
     """The remembered call of one call shape: ``(info, device_result)`` -> the
-    result, or :data:`pyreduce.repeat.MISS` when it cannot be made here."""
+    result, or :data:`pyreduce.callmemo.MISS` when it cannot be made here."""
 
     __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "size",
                  "stride", "align", "key", "handle")

@@ -32,7 +32,7 @@ import numpy as np
 from . import backends
 from .axes import describe, result_shape, span_view
 from .backends.base import check_out, check_out_array, to_host
-from .batch import plan_segments, plan_strided
+from .batchplanner import plan_segments, plan_strided
 from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
@@ -179,7 +179,7 @@ def device_layout(be, info, axes: tuple, stream):
 class Batched:
     """A reduction to many values with every decision taken: the backend and, on
     a GPU backend with work to do, the device and the
-    :class:`~pyreduce.batch.BatchPlan`. ``run()`` performs it;
+    :class:`~pyreduce.batchplanner.BatchPlan`. ``run()`` performs it;
     :func:`pyreduce.explain` reads it."""
 
     def __init__(self, backend, run, device=None, plan=None, monoid=None):
@@ -252,7 +252,7 @@ def check_no_finish(monoid: Monoid) -> None:
     (argmax's index, mean's mean): its lanes come from :func:`reduce_axes_raw`."""
     if monoid.finalize is not None:
         raise ValueError(f"{monoid.name} finishes its accumulators on the host: along "
-                         f"axes, reduce them with pyreduce.partial.reduce_axes_raw and "
+                         f"axes, reduce them with pyreduce.manyvalues.reduce_axes_raw and "
                          f"finish them")
 
 

@@ -1,0 +1,197 @@
+"""The structured reductions, on tuple accumulators (:mod:`pyreduce.structured`)
+and with NumPy's keywords: ``argmax``, ``argmin``, ``minmax``, ``mean``,
+``var`` and ``std``; along axes finished on the host (:mod:`pyreduce.along`).
+Their NaN-ignoring counterparts build on them (:mod:`pyreduce.nanstats`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import along, masked, selection, structured
+from .axes import normalize_axes
+from .general import _on_dask, _reduce, _scale_out, check_keywords
+from .interop import inspect
+from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
+from .tuning_keywords import settle
+
+__all__ = ["argmax", "argmin", "minmax", "mean", "var", "std"]
+
+
+#: what the structured reductions pass on: backend, stream and the tuning
+#: (``variant=`` and the deprecated tuning keywords settled into it first)
+_TUNED = frozenset({"backend", "stream", "tuning"})
+#: what mean, var and std pass on
+_MOMENTS = _TUNED | {"where"}
+
+
+def _tuned(kwargs: dict, name: str, allowed=_TUNED) -> dict:
+    """The keywords a structured reduction passes on: backend, stream and tuning
+    (and those of ``allowed``), the tuning settled into one ``tuning``."""
+    kwargs = settle(name, kwargs)
+    check_keywords(name, kwargs, allowed)
+    return kwargs
+
+
+def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result, kwargs,
+                allowed=_TUNED, rule=masked.NAMED, one_axis=False, fill=None):
+    """A structured reduction with NumPy's keywords (:mod:`pyreduce.along`):
+    ``monoid(dtype)`` its accumulator; ``one_axis``: ``axis`` is an int or None,
+    as for NumPy's argmax; ``fill``: what a masked element reads as along axes
+    (the argmax family)."""
+    kwargs = _tuned(kwargs, name, allowed)
+    if one_axis and axis is not None and not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name}() takes an int axis or None, as NumPy's does; "
+                        f"got axis={axis!r}")
+    info = inspect(x, masked=True)
+    m = monoid(info.dtype)
+    ndim = len(info.shape)
+    axes = normalize_axes(axis, ndim)
+    backend, stream = kwargs.get("backend", "auto"), kwargs.get("stream")
+    where = kwargs.pop("where", True)
+    if len(axes) == ndim:  # one value
+        value = _reduce(info, m, None, masked_rule=rule, where=where, **kwargs)
+        if out is None and not keepdims and dtype is None and not device_result:
+            return value
+        shape = (1,) * ndim if keepdims else ()
+        if value is np.ma.masked:
+            return value if not keepdims else np.ma.masked_all(shape, dtype or m.dtype)
+        return along.place(value, info, shape, dtype, out, device_result, backend, stream)
+    if info.mask is not None and fill is not None:
+        info = along.fill_masked(info, fill(info.dtype))
+    left_out = selection.left_out(where, info.shape) if where is not True else None
+    tuning = kwargs.get("tuning", _DEFAULT_TUNING)
+    values = along.reduce(info, m, axes, keepdims, backend, tuning, stream, left_out)
+    return along.place(values, info, along.keepdims_shape(info.shape, axes, keepdims), dtype,
+                       out, device_result, backend, stream)
+
+
+def _lowest(dt: np.dtype):
+    """What a masked element reads as for argmax (NumPy's ``maximum_fill_value``)."""
+    return np.ma.maximum_fill_value(np.empty(0, dt))
+
+
+def _highest(dt: np.dtype):
+    return np.ma.minimum_fill_value(np.empty(0, dt))
+
+
+def _dask(name: str, x, kwargs: dict, **numpy_keywords):
+    """A structured reduction of a Dask array: of every element, with the call's
+    backend and tuning keywords (NumPy's keywords are not taken there yet)."""
+    given = [k for k, v in numpy_keywords.items() if v is not None and v is not False]
+    if given:
+        raise TypeError(f"{name}() of a Dask array reduces every element: "
+                        f"{', '.join(f'{k}=' for k in given)} not taken for Dask arrays")
+    return _scale_out(name, {"x": x, "kwargs": kwargs})
+
+
+def argmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+    """The index of the largest element, the first one if there are ties, like
+    ``np.argmax``: the flat (C-order) index, or with ``axis`` (an int) the index
+    along that axis for every other position. NaN counts as the largest, so the
+    first NaN's index if there is one (for complex input, NaN in either part;
+    complex values are ordered by the real part, then the imaginary one, as in
+    NumPy). An empty input (lane) raises ValueError. ``out``, ``keepdims`` and
+    ``device_result`` as for ``reduce``; a masked element reads as the lowest
+    value along an axis (NumPy's masked argmax). Keywords: ``backend``,
+    ``stream``, ``variant`` and ``tuning``, as for ``reduce``.
+
+    >>> import numpy as np, pyreduce
+    >>> int(pyreduce.argmax(np.array([3, 9, 1, 9]), backend="cpu"))
+    1
+    >>> pyreduce.argmax(np.array([[3, 9, 1], [7, 2, 7]]), axis=1, backend="cpu")
+    array([1, 0])
+    """
+    if _on_dask(x):
+        return _dask("argmax", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("argmax", x, structured.argmax_monoid, axis, keepdims, out, None,
+                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_lowest)
+
+
+def argmin(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+    """The index of the smallest element (the first; the first NaN's if any),
+    like ``np.argmin``. Keywords as for ``argmax`` (a masked element reads as
+    the highest value along an axis)."""
+    if _on_dask(x):
+        return _dask("argmin", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("argmin", x, structured.argmin_monoid, axis, keepdims, out, None,
+                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_highest)
+
+
+def minmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+    """``(min, max)`` in one pass over the input (with ``axis``, a pair of
+    arrays); NaN propagates into both, as with ``np.min`` and ``np.max`` (for
+    complex input, the first NaN in C order). ``out``: a pair of arrays.
+    Other keywords as for ``argmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> tuple(float(v) for v in pyreduce.minmax(np.array([2.0, -1.0, 5.0]), backend="cpu"))
+    (-1.0, 5.0)
+    """
+    if _on_dask(x):
+        return _dask("minmax", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("minmax", x, structured.minmax_monoid, axis, keepdims, out, None,
+                       device_result, kwargs)
+
+
+def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=False,
+         **kwargs):
+    """The mean, in one pass: a float64 sum and a count, divided once,
+    of NumPy's dtype: complex input keeps its dtype, float32 gives float32, other
+    real input float64, except that float16 and bfloat16 give float32
+    (``docs/semantics.md``); ``dtype=``: the result's dtype (the accumulation
+    stays float64). An empty input (lane) gives NaN, with NumPy's
+    RuntimeWarning. ``axis``, ``out``, ``keepdims`` and ``device_result`` as for
+    ``reduce``; ``where=``: the mean of the selected elements (none selected:
+    NaN with the warning). Other keywords as for ``argmax``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.mean(np.array([1, 2, 3, 4]), backend="cpu"))
+    2.5
+    >>> pyreduce.mean(np.array([[1, 2], [3, 5]]), axis=0, backend="cpu")
+    array([2. , 3.5])
+    """
+    if _on_dask(x):
+        return _dask("mean", x, kwargs, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    return _structured("mean", x, lambda dt: structured.moments_monoid(dt, "mean"), axis,
+                       keepdims, out, dtype, device_result, kwargs, _MOMENTS)
+
+
+def _moments(name, x, axis, dtype, out, ddof, keepdims, correction, device_result, kwargs):
+    if _on_dask(x):
+        kwargs = dict(kwargs, ddof=ddof, correction=correction)
+        return _dask(name, x, kwargs, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
+                     device_result=device_result)
+    ddof = structured.degrees_of_freedom(ddof, correction)
+    return _structured(name, x, lambda dt: structured.moments_monoid(dt, name, ddof), axis,
+                       keepdims, out, dtype, device_result, kwargs, _MOMENTS)
+
+
+def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
+        device_result=False, **kwargs):
+    """The variance (``ddof``: delta degrees of freedom, as in ``np.var``, or
+    ``correction``, the array API's name for it; giving both is a ValueError, as
+    in NumPy), in one pass: the mean of ``|x - mean|**2``, real for complex
+    input (float32 for complex64, float32 and half precision, float64
+    otherwise). Where ``ddof >= n`` it divides by 0, as NumPy does (inf, or NaN
+    where every element is the mean), with NumPy's RuntimeWarning. The keywords
+    in NumPy's order; ``axis``, ``dtype``, ``out``, ``keepdims``, ``where`` and
+    the others as for ``mean``.
+
+    >>> import numpy as np, pyreduce
+    >>> float(pyreduce.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1, backend="cpu"))
+    1.6666666666666667
+    """
+    return _moments("var", x, axis, dtype, out, ddof, keepdims, correction, device_result,
+                    kwargs)
+
+
+def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
+        device_result=False, **kwargs):
+    """The standard deviation, ``sqrt(var(x, ddof))`` (``correction``: as for
+    ``var``). Keywords as for ``var``."""
+    return _moments("std", x, axis, dtype, out, ddof, keepdims, correction, device_result,
+                    kwargs)
