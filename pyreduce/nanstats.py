@@ -20,6 +20,7 @@ from . import masked, structured
 from .general import _on_dask, _reduce
 from .named import sum as _sum
 from .stats import _MOMENTS, _TUNED, _dask, _highest, _lowest, _moments, _structured, _tuned
+from .axes import normalize_axes
 from .interop import inspect
 
 __all__ = ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero"]
@@ -154,11 +155,13 @@ def count_nonzero(x, axis=None, *, keepdims=False, device_result=None, **kwargs)
     """The number of elements unequal to zero, like ``np.count_nonzero``: NaN
     counts, a complex value is zero only when both parts are, and every dtype
     (bool, float16, bfloat16, complex) is counted in one pass as it is loaded.
-    Without ``axis`` the result is an int64 scalar. With ``axis`` (an int or a
-    tuple) it is ``sum(x != 0, axis, dtype=intp)``, an array (or a scalar where
-    every axis is reduced) of NumPy's ``intp``, computed by the input's own
+    Without ``axis``, or with one covering every axis, the result is one int64
+    value (see ``reduce``'s ``device_result``). With ``axis`` (an int or a
+    tuple) short of every axis it is ``sum(x != 0, axis, dtype=intp)``, an
+    array of NumPy's ``intp``, computed by the input's own
     library first (NumPy, CuPy, PyTorch, Dask: the comparison stays on the
-    device); a Numba device array has no ``!=`` and takes no ``axis``.
+    device); a Numba device array has no ``!=`` and takes only an ``axis``
+    covering every axis.
     ``keepdims=True`` is computed the same way, with or without ``axis``
     (NumPy's ``[[n]]`` for every axis of a 2-D input). A masked array's masked elements are not
     counted (NumPy's ``count_nonzero`` counts them). Keywords: ``device_result``,
@@ -171,6 +174,10 @@ def count_nonzero(x, axis=None, *, keepdims=False, device_result=None, **kwargs)
     >>> pyreduce.count_nonzero(np.array([[0, 1, 2], [3, 0, 0]]), axis=1, backend="cpu")
     array([2, 1])
     """
+    if axis is not None and not keepdims and not _on_dask(x):
+        info = inspect(x, masked=True)
+        if len(normalize_axes(axis, len(info.shape))) == len(info.shape):
+            axis = None  # every axis: the one value, as axis=None gives it
     if axis is not None or keepdims:
         return _counted_along(x, axis, keepdims, dict(kwargs, device_result=device_result))
     if _on_dask(x):
