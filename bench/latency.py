@@ -60,12 +60,13 @@ def main(n: int = 2**10) -> None:
     except ImportError:
         pass
     rows = [
-        ("pyreduce.max(cupy) -> host", lambda: pyreduce.max(x)),
+        ("pyreduce.max(cupy) -> host", lambda: pyreduce.max(x, device_result=False)),
         ("pyreduce.max(numba) -> host", lambda: pyreduce.max(xd)),
         ("pyreduce.max(cupy) -> device", lambda: pyreduce.max(x, device_result=True)),
         ("pyreduce.max(numba) -> device", lambda: pyreduce.max(xd, device_result=True)),
         ("  the same, not as repeat calls:", None),
-        ("pyreduce.max(cupy) -> host", _full_path(lambda: pyreduce.max(x))),
+        ("pyreduce.max(cupy) -> host",
+         _full_path(lambda: pyreduce.max(x, device_result=False))),
         ("pyreduce.max(cupy) -> device", _full_path(lambda: pyreduce.max(x, device_result=True))),
         ("cupy x.max() -> host", lambda: x.max().item()),
         ("cupy x.max() -> device", lambda: x.max()),

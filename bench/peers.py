@@ -138,7 +138,8 @@ def calls(lib: str, case: Case, x):
         else:
             def red(**kw):
                 return pyreduce.max(src, **kw)
-        return (lambda: red(device_result=True)), red
+        # a CuPy input's result is a 0-d CuPy array by default: ask for the host scalar
+        return (lambda: red(device_result=True)), (lambda: red(device_result=False))
     if lib == "cupy":
         # the accumulator named, as for every library (CuPy sums int32 in int64 otherwise)
         dev = (lambda: x.sum(dtype=acc)) if case.op == "sum" else x.max

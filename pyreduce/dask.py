@@ -413,7 +413,9 @@ class _Chunks(_Task):
         if self.axes is not None:
             return general._reduce(info, self.monoid, None, backend=backend,
                                    axis=self.axes, keepdims=True, **self.options)
-        value = general._reduce(info, self.monoid, None, backend=backend, **self.options)
+        # a host value, whatever the chunk's library: the partials are a host array
+        value = general._reduce(info, self.monoid, None, backend=backend, device_result=False,
+                                **self.options)
         if self.starts is not None:
             value = value[:-1] + (self._global(int(value[-1]), chunk.shape, block_id),)
         return np.asarray(value, self.monoid.dtype).reshape((1,) * chunk.ndim)
@@ -466,7 +468,8 @@ class _Fold(_Task):
             info = inspect(p)
             backend = "cpu" if self.backend == "auto" and not info.on_device else self.backend
             return general._reduce(info, self.monoid, None, initial=self.initial,
-                                   backend=backend, axis=axis, keepdims=keepdims)
+                                   backend=backend, axis=axis, keepdims=keepdims,
+                                   device_result=False)
         out = np.asarray(value, dt)
         return out.reshape(1) if keepdims else out[()]
 

@@ -7,7 +7,7 @@ import dataclasses
 from .general import KEYWORDS, check_keywords, deterministic_tuning
 from .axes import normalize_axes
 from .batchplanner import describe_plan
-from .interop import inspect
+from .interop import checked_device_result, inspect
 from .masked import compressed
 from .ops import as_monoid
 from .manyvalues import prepare_axes
@@ -119,10 +119,10 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
     if len(axes) < len(info.shape):
         call = prepare_axes(info, monoid, axes, keepdims, kwargs.get("initial"),
                             kwargs.get("backend", "auto"), tuning, kwargs.get("stream"),
-                            kwargs.get("device_result", False), None)
+                            checked_device_result(kwargs.get("device_result")), None)
         result = call.run()
     else:
-        device_result = kwargs.get("device_result", False)
+        device_result = checked_device_result(kwargs.get("device_result"))
         call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
                        tuning, kwargs.get("stream", 0), host_result=not device_result)
         result = call.run(device_result)

@@ -13,7 +13,7 @@ import numpy as np
 from . import callmemo, laws, manyvalues, masked, selection
 from .axes import normalize_axes
 from .dtypes import is_tuple
-from .interop import inspect
+from .interop import checked_device_result, inspect
 from .manyvalues import axes_take
 from .ops import as_monoid
 from .planner import Tuning
@@ -38,7 +38,7 @@ def reduce(
     where=True,
     map=None,
     backend: str = "auto",
-    device_result: bool = False,
+    device_result: bool | None = None,
     stream=None,
     deterministic: bool = False,
     check: bool = False,
@@ -104,12 +104,19 @@ def reduce(
             and, on a tie, the first.
         backend: ``"auto"``, ``"cuda"``, ``"hip"`` (AMD, ``pyreduce-gpu[rocm]``; compiled
             for gfx942/gfx1100 but not yet run on AMD hardware), ``"sim"`` or ``"cpu"``.
-        device_result: return the result on the device (GPU backends): a 0-d
-            device array instead of a NumPy scalar, or with ``axis`` a device array
-            of the result's shape even for a host input. A CuPy array for a CuPy
-            input, a PyTorch tensor for a PyTorch one, a Numba device array
-            otherwise. (With ``axis``, a device input's result is always such an
-            array.)
+        device_result: where the result lives (``docs/semantics.md``, *Where
+            results live*). ``None`` (default): where the input does. A
+            reduction to one value of a CuPy array is a 0-d CuPy array, of a
+            PyTorch tensor a 0-d tensor on its device, returned without
+            waiting for the GPU; of a host input, a Numba device array or
+            another device array, a NumPy scalar. ``True``: on the device
+            (GPU backends), even for a host input: a 0-d device array, or
+            with ``axis`` one of the result's shape, of the input's library
+            (CuPy, PyTorch; a Numba device array otherwise). ``False``: a
+            reduction to one value is a NumPy scalar, which waits for the
+            GPU. An array result (``axis`` short of every axis,
+            ``keepdims``) of a device input is an array of its library for
+            None and False alike.
         stream: the CUDA stream to launch on: a Numba, CuPy or PyTorch stream or
             a handle. ``None`` (default): the stream the input's producer works on
             (CuPy's or PyTorch's current stream; the default stream otherwise),
@@ -142,9 +149,11 @@ def reduce(
             are still taken, with a DeprecationWarning, until the next release.
 
     Returns:
-        A NumPy scalar of the accumulator dtype when the result is one value (no
-        ``keepdims``); else an array of the result's shape: a NumPy array for a
-        host input, a device array of the input's library for a device input.
+        One value (no ``keepdims``): a NumPy scalar of the accumulator dtype,
+        or for a CuPy or PyTorch input a 0-d array of its library and of that
+        dtype (see ``device_result``). Else an array of the result's shape: a
+        NumPy array for a host input, a device array of the input's library
+        for a device input.
         A tuple accumulator gives a tuple of NumPy scalars for one value, else
         a tuple of NumPy arrays of the result's shape, one per field, also for
         a device input (reduced on the device, the results copied back); with
@@ -240,13 +249,16 @@ def deterministic_tuning(tuning: Tuning, deterministic) -> Tuning:
 
 
 def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
-            device_result=False, out=None, stream=None, tuning=_DEFAULT_TUNING, check=False,
+            device_result=None, out=None, stream=None, tuning=_DEFAULT_TUNING, check=False,
             map=None, deterministic=False, axis=None, keepdims=False,
             masked_rule=masked.NAMED, where=True):
     """:func:`reduce` of an inspected input (the named reductions inspect first),
     with its :class:`Tuning` (checked already, whatever the backend and size, so
     that a typo never passes silently). ``masked_rule``: what a masked input
-    with nothing unmasked reduces to (:mod:`pyreduce.masked`)."""
+    with nothing unmasked reduces to (:mod:`pyreduce.masked`). ``device_result``
+    as :func:`reduce` takes it: None follows the input (callers inside the
+    library that need a host value pass False)."""
+    device_result = checked_device_result(device_result)
     plain = (axis is None and not keepdims and out is None and map is None and check is False
              and deterministic is False and where is True
              and (tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING))

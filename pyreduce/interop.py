@@ -32,7 +32,8 @@ import numpy as np
 from .dtypes import BFLOAT16, storage
 from .ops import check_dtype
 
-__all__ = ["Input", "DeviceFields", "inspect", "host_input", "device_fields", "parse_dlpack"]
+__all__ = ["Input", "DeviceFields", "inspect", "host_input", "device_fields", "parse_dlpack",
+           "checked_device_result", "FOLLOWED", "one_value_follows"]
 
 
 class DeviceFields:
@@ -95,6 +96,45 @@ class Input:
     @property
     def on_device(self) -> bool:
         return self.device is not None
+
+
+# --- where a result goes: device_result=
+
+#: The input libraries whose reductions to one value are, by default
+#: (``device_result=None``), 0-d arrays of the input's own library, left on the
+#: device without waiting for it: those with arrays that compute (CuPy,
+#: PyTorch). Numba's device arrays are buffers with no arithmetic, and
+#: ``numba.cuda.reduce`` returns a host value: their reductions to one value are
+#: NumPy scalars, as are those of other device inputs (DLPack producers, other
+#: ``__cuda_array_interface__`` arrays: pyreduce makes no arrays of those
+#: libraries). ``docs/semantics.md``, *Where results live*.
+FOLLOWED = frozenset({"cupy", "torch"})
+
+
+def checked_device_result(value):
+    """``device_result=`` checked: None (follow the input), True or False
+    (NumPy's bools too); a TypeError naming the keyword for anything else."""
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"device_result= must be None (a result where the input lives), True "
+                    f"(on the device) or False (a NumPy value on the host), got {value!r}")
+
+
+def one_value_follows(device_result, info, backend_name: str, out=None, monoid=None) -> bool:
+    """Whether a reduction of ``info`` to one value is returned on the device:
+    ``device_result`` as given, or for None (follow the input) whether the
+    input is an array of a library in :data:`FOLLOWED`, reduced on a GPU
+    backend (``backend_name`` not ``"cpu"``), with no ``out=``. With the
+    operator's ``monoid``, also whether its value is the accumulator itself,
+    made on the device: one finished on the host (argmax, mean) or a tuple
+    accumulator's stays there, unless the caller finishes and places it."""
+    if device_result is not None:
+        return device_result
+    if out is not None or info.kind not in FOLLOWED or backend_name == "cpu":
+        return False
+    return monoid is None or (monoid.finalize is None and monoid.dtype.names is None)
 
 
 def _is_simulator_array(x) -> bool:

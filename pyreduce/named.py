@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import structured
 from .dtypes import default_accumulator
 from .general import KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, check_keywords
-from .interop import inspect
+from .interop import checked_device_result, inspect
 from .ops import sum_dtype
 from .tuning_keywords import settle
 
@@ -26,7 +26,7 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
             and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs))):
         # the commonest plain call, straight to its repeat (pyreduce.callmemo)
         result = _repeat(info, op, identity, initial, acc, "auto", None,
-                         kwargs.get("device_result", False))[1]
+                         checked_device_result(kwargs.get("device_result")))[1]
         if result is not _MISS:
             return result
     kwargs = settle(name, kwargs)

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import masked, structured
-from .general import _on_dask, _reduce, _scale_out
+from .general import _on_dask, _reduce
 from .named import sum as _sum
-from .stats import _MOMENTS, _dask, _highest, _lowest, _moments, _structured, _tuned
+from .stats import _MOMENTS, _TUNED, _dask, _highest, _lowest, _moments, _structured, _tuned
+from .axes import normalize_axes
 from .interop import inspect
 
 __all__ = ["nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "ptp", "count_nonzero"]
@@ -31,10 +32,10 @@ def _whole(name: str, x, monoid_of, kwargs: dict, rule=masked.NAMED):
     ``tuning=``)."""
     info = inspect(x, masked=True)
     return _reduce(info, monoid_of(info.dtype), None, masked_rule=rule,
-                   **_tuned(kwargs, name))
+                   **_tuned(kwargs, name, _TUNED | {"device_result"}))
 
 
-def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=False,
+def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=None,
             **kwargs):
     """The mean of the elements that are not NaN, like ``np.nanmean``: a complex
     value with NaN in either part is skipped. Dtypes as for ``mean`` (float32
@@ -57,7 +58,7 @@ def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result
 
 
 def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
-           device_result=False, **kwargs):
+           device_result=None, **kwargs):
     """The variance of the elements that are not NaN, like ``np.nanvar``: real for
     complex input, dtypes as for ``var``. ``ddof`` (NumPy's) or ``correction`` (the
     array API's name for it; giving both is a ValueError, as in NumPy) is
@@ -78,7 +79,7 @@ def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correc
 
 
 def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
-           device_result=False, **kwargs):
+           device_result=None, **kwargs):
     """``sqrt(nanvar(x, ddof))``, like ``np.nanstd``. Keywords as for ``nanvar``.
 
     >>> import numpy as np, pyreduce
@@ -89,7 +90,7 @@ def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correc
                     kwargs)
 
 
-def nanargmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+def nanargmax(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
     """The flat (C-order) index of the largest element that is not NaN, the first
     on ties, like ``np.nanargmax``, which reads a NaN as -inf (so where the
     largest number is -inf, a NaN before it can be the answer, as in NumPy). A
@@ -114,7 +115,7 @@ def nanargmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **
                        device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_lowest)
 
 
-def nanargmin(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+def nanargmin(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
     """The flat index of the smallest element that is not NaN (NaN read as +inf),
     like ``np.nanargmin``. Errors and keywords as for ``nanargmax``.
 
@@ -129,7 +130,7 @@ def nanargmin(x, axis=None, out=None, *, keepdims=False, device_result=False, **
                        device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_highest)
 
 
-def ptp(x, axis=None, out=None, keepdims=False, *, device_result=False, **kwargs):
+def ptp(x, axis=None, out=None, keepdims=False, *, device_result=None, **kwargs):
     """Peak to peak, ``max(x) - min(x)``, in one pass, like ``np.ptp``: of the
     input's dtype, integers wrapping as NumPy's do (int8 ``[-100, 100]`` gives
     -56), NaN propagating, complex values ordered by the real part, then the
@@ -150,19 +151,22 @@ def ptp(x, axis=None, out=None, keepdims=False, *, device_result=False, **kwargs
                        device_result, kwargs)
 
 
-def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):
+def count_nonzero(x, axis=None, *, keepdims=False, device_result=None, **kwargs):
     """The number of elements unequal to zero, like ``np.count_nonzero``: NaN
     counts, a complex value is zero only when both parts are, and every dtype
     (bool, float16, bfloat16, complex) is counted in one pass as it is loaded.
-    Without ``axis`` the result is an int64 scalar. With ``axis`` (an int or a
-    tuple) it is ``sum(x != 0, axis, dtype=intp)``, an array (or a scalar where
-    every axis is reduced) of NumPy's ``intp``, computed by the input's own
+    Without ``axis``, or with one covering every axis, the result is one int64
+    value (see ``reduce``'s ``device_result``). With ``axis`` (an int or a
+    tuple) short of every axis it is ``sum(x != 0, axis, dtype=intp)``, an
+    array of NumPy's ``intp``, computed by the input's own
     library first (NumPy, CuPy, PyTorch, Dask: the comparison stays on the
-    device); a Numba device array has no ``!=`` and takes no ``axis``.
+    device); a Numba device array has no ``!=`` and takes only an ``axis``
+    covering every axis.
     ``keepdims=True`` is computed the same way, with or without ``axis``
     (NumPy's ``[[n]]`` for every axis of a 2-D input). A masked array's masked elements are not
-    counted (NumPy's ``count_nonzero`` counts them). Keywords: ``backend``,
-    ``stream``, ``variant`` and ``tuning``, as for ``reduce``.
+    counted (NumPy's ``count_nonzero`` counts them). Keywords: ``device_result``,
+    ``backend``, ``stream``, ``variant`` and ``tuning``, as for ``reduce`` (a
+    CuPy or PyTorch input's count is a 0-d array of its library).
 
     >>> import numpy as np, pyreduce
     >>> int(pyreduce.count_nonzero(np.array([0.0, -0.0, np.nan, 2.0, 0.0]), backend="cpu"))
@@ -170,11 +174,16 @@ def count_nonzero(x, axis=None, *, keepdims=False, **kwargs):
     >>> pyreduce.count_nonzero(np.array([[0, 1, 2], [3, 0, 0]]), axis=1, backend="cpu")
     array([2, 1])
     """
+    if axis is not None and not keepdims and not _on_dask(x):
+        info = inspect(x, masked=True)
+        if len(normalize_axes(axis, len(info.shape))) == len(info.shape):
+            axis = None  # every axis: the one value, as axis=None gives it
     if axis is not None or keepdims:
-        return _counted_along(x, axis, keepdims, kwargs)
+        return _counted_along(x, axis, keepdims, dict(kwargs, device_result=device_result))
     if _on_dask(x):
-        return _scale_out("count_nonzero", {"x": x, "kwargs": kwargs})
-    return _whole("count_nonzero", x, structured.count_nonzero_monoid, kwargs)
+        return _dask("count_nonzero", x, kwargs, device_result=device_result)
+    return _whole("count_nonzero", x, structured.count_nonzero_monoid,
+                  dict(kwargs, device_result=device_result))
 
 
 def _counted_along(x, axis, keepdims: bool, kwargs: dict):
@@ -189,4 +198,4 @@ def _counted_along(x, axis, keepdims: bool, kwargs: dict):
         if info.host is not None:  # a list, a buffer, a number: as NumPy takes it
             x = info.host
     return _sum(x != 0, axis=axis, dtype=np.intp, keepdims=keepdims,
-                **_tuned(kwargs, "count_nonzero"))
+                **_tuned(kwargs, "count_nonzero", _TUNED | {"device_result"}))

@@ -38,7 +38,8 @@ class Reduce:
         init = dtype.type(init)
         if arr.size < 1:
             return init
-        if res is None:
-            return reduce(arr, self._functor, initial=init, backend=backend, stream=stream)
+        if res is None:  # a host value, as numba.cuda.Reduce returns, for every input
+            return reduce(arr, self._functor, initial=init, backend=backend, stream=stream,
+                          device_result=False)
         reduce(arr, self._functor, initial=init, backend=backend, out=res[:1], stream=stream)
         return None

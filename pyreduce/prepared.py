@@ -11,6 +11,7 @@ import numpy as np
 from . import backends
 from .backends.base import check_out, check_out_array, to_host
 from .dtypes import bfloat16_to_float32, is_bfloat16
+from .interop import one_value_follows
 from .ops import Monoid, cast_value
 from .planner import make_plan
 from .variants import VARIANTS
@@ -49,16 +50,27 @@ class Prepared:
         twin.route, twin.streamed = self.route, self.streamed
         return twin
 
-    def run(self, device_result: bool = False, out=None, shape=None):
+    def run(self, device_result: bool | None = False, out=None, shape=None):
         """The value: a NumPy scalar, a device array (``device_result``) or
         ``out``. ``shape`` (all ones: ``keepdims``) makes the result an array of
-        that shape instead of a scalar or 0-d array, and ``out`` must have it."""
+        that shape instead of a scalar or 0-d array, and ``out`` must have it.
+        ``device_result=None``: where the input lives (:meth:`follows`)."""
         return self.run_on(self.info, self.flat, device_result, out, shape)
 
-    def run_on(self, info, flat, device_result: bool = False, out=None, shape=None):
+    def follows(self, info, out=None) -> bool:
+        """Whether ``device_result=None`` puts this call's value of ``info`` on
+        the device: a CuPy or PyTorch input on a GPU backend
+        (:func:`pyreduce.interop.one_value_follows`), whose operator's value is
+        the accumulator itself (one that is finished on the host, or a tuple,
+        stays there)."""
+        return one_value_follows(None, info, self.backend.name, out, self.monoid)
+
+    def run_on(self, info, flat, device_result: bool | None = False, out=None, shape=None):
         """:meth:`run` with another input of the same call shape: ``info`` and
         its flat device array (:mod:`pyreduce.callmemo`)."""
         be, monoid, stream = self.backend, self.monoid, self.stream
+        if device_result is None:
+            device_result = self.follows(info, out)
         if out is not None and device_result:
             raise ValueError("pass out= or device_result=True, not both")
         if isinstance(out, np.ndarray):  # a host array: the value, copied in

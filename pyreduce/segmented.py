@@ -4,7 +4,7 @@ given by their offsets (run by :mod:`pyreduce.manyvalues`)."""
 from __future__ import annotations
 
 from . import laws, manyvalues, masked
-from .interop import inspect
+from .interop import checked_device_result, inspect
 from .ops import as_monoid
 from .planner import Tuning
 from .tuning_keywords import tuning_of
@@ -23,7 +23,7 @@ def segmented_reduce(
     out=None,
     initial=None,
     backend: str = "auto",
-    device_result: bool = False,
+    device_result: bool | None = None,
     stream=None,
     check: bool = False,
     tuning: Tuning | None = None,
@@ -58,8 +58,9 @@ def segmented_reduce(
             for a tuple accumulator).
         initial: combined once, on the left, into every segment's result.
         backend: as for ``reduce``.
-        device_result: return a device array even for a host ``x`` (GPU
-            backends); a device ``x`` always gives one, of its own library.
+        device_result: ``True``: a device array even for a host ``x`` (GPU
+            backends). ``None`` (default) and ``False``: a device ``x`` gives
+            one of its own library, a host ``x`` a NumPy array.
         stream: as for ``reduce``.
         check: as for ``reduce``.
         tuning: a :class:`pyreduce.Tuning` of the GPU kernels, as for
@@ -87,6 +88,7 @@ def segmented_reduce(
         array([ 6, 15])
     """
     tuning = tuning_of("segmented_reduce", "auto", tuning, kwargs)
+    device_result = checked_device_result(device_result)
     info = inspect(x, masked=True)
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
     if check is not False:

@@ -29,7 +29,7 @@ import numpy as np
 from . import backends, masked
 from .axes import result_shape
 from .backends.base import to_host
-from .interop import Input, inspect
+from .interop import Input, inspect, one_value_follows
 from .ops import cast_value
 from .manyvalues import Result, check_no_finish, filled
 from .prepared import prepare
@@ -81,9 +81,11 @@ def reduce(info: Input, monoid, out_mask: np.ndarray, axes: tuple, keepdims: boo
     if len(axes) == ndim and (not keepdims or ndim == 0):  # one value
         call = prepare(masked.compressed(selected), monoid, initial, backend, tuning, stream,
                        host_result)
+        if device_result is None:  # where the same call without where= puts it
+            device_result = one_value_follows(None, info, backend, out, monoid)
         if not (device_result and info.on_device):
             return call.run(device_result, out)
-        value = call.run()  # a 0-d array of the input's library, as without where=
+        value = call.run()  # then a 0-d array of the input's library, as without where=
         return _placed(np.asarray(value), info, backend, stream, None, True)
     if not raw:
         check_no_finish(monoid)

@@ -10,7 +10,7 @@ import numpy as np
 from . import along, masked, selection, structured
 from .axes import normalize_axes
 from .general import _on_dask, _reduce, _scale_out, check_keywords
-from .interop import inspect
+from .interop import checked_device_result, inspect, one_value_follows
 from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
 from .tuning_keywords import settle
 
@@ -42,20 +42,25 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     if one_axis and axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}() takes an int axis or None, as NumPy's does; "
                         f"got axis={axis!r}")
+    device_result = checked_device_result(device_result)
     info = inspect(x, masked=True)
     m = monoid(info.dtype)
     ndim = len(info.shape)
     axes = normalize_axes(axis, ndim)
     backend, stream = kwargs.get("backend", "auto"), kwargs.get("stream")
     where = kwargs.pop("where", True)
-    if len(axes) == ndim:  # one value
-        value = _reduce(info, m, None, masked_rule=rule, where=where, **kwargs)
-        if out is None and not keepdims and dtype is None and not device_result:
-            return value
+    if len(axes) == ndim:  # one value, finished on the host
+        value = _reduce(info, m, None, masked_rule=rule, where=where, device_result=False,
+                        **kwargs)
         shape = (1,) * ndim if keepdims else ()
         if value is np.ma.masked:
             return value if not keepdims else np.ma.masked_all(shape, dtype or m.dtype)
-        return along.place(value, info, shape, dtype, out, device_result, backend, stream)
+        # device_result=None: a CuPy or PyTorch input's is a 0-d array of its
+        # library, the host value copied there (it waits for the GPU)
+        on_device = one_value_follows(device_result, info, backend, out)
+        if out is None and not keepdims and not on_device:
+            return value if dtype is None else _cast(value, dtype)
+        return along.place(value, info, shape, dtype, out, on_device, backend, stream)
     if info.mask is not None and fill is not None:
         info = along.fill_masked(info, fill(info.dtype))
     left_out = selection.left_out(where, info.shape) if where is not True else None
@@ -63,6 +68,13 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     values = along.reduce(info, m, axes, keepdims, backend, tuning, stream, left_out)
     return along.place(values, info, along.keepdims_shape(info.shape, axes, keepdims), dtype,
                        out, device_result, backend, stream)
+
+
+def _cast(value, dtype):
+    """A host result (a scalar, or a tuple of them) as a NumPy scalar of ``dtype``."""
+    if isinstance(value, tuple):
+        return tuple(_cast(v, dtype) for v in value)
+    return np.asarray(value, dtype=dtype)[()]
 
 
 def _lowest(dt: np.dtype):
@@ -84,7 +96,7 @@ def _dask(name: str, x, kwargs: dict, **numpy_keywords):
     return _scale_out(name, {"x": x, "kwargs": kwargs})
 
 
-def argmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+def argmax(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
     """The index of the largest element, the first one if there are ties, like
     ``np.argmax``: the flat (C-order) index, or with ``axis`` (an int) the index
     along that axis for every other position. NaN counts as the largest, so the
@@ -108,7 +120,7 @@ def argmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwa
                        device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_lowest)
 
 
-def argmin(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+def argmin(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
     """The index of the smallest element (the first; the first NaN's if any),
     like ``np.argmin``. Keywords as for ``argmax`` (a masked element reads as
     the highest value along an axis)."""
@@ -119,7 +131,7 @@ def argmin(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwa
                        device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_highest)
 
 
-def minmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwargs):
+def minmax(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
     """``(min, max)`` in one pass over the input (with ``axis``, a pair of
     arrays); NaN propagates into both, as with ``np.min`` and ``np.max`` (for
     complex input, the first NaN in C order). ``out``: a pair of arrays.
@@ -136,7 +148,7 @@ def minmax(x, axis=None, out=None, *, keepdims=False, device_result=False, **kwa
                        device_result, kwargs)
 
 
-def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=False,
+def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=None,
          **kwargs):
     """The mean, in one pass: a float64 sum and a count, divided once,
     of NumPy's dtype: complex input keeps its dtype, float32 gives float32, other
@@ -171,7 +183,7 @@ def _moments(name, x, axis, dtype, out, ddof, keepdims, correction, device_resul
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
-        device_result=False, **kwargs):
+        device_result=None, **kwargs):
     """The variance (``ddof``: delta degrees of freedom, as in ``np.var``, or
     ``correction``, the array API's name for it; giving both is a ValueError, as
     in NumPy), in one pass: the mean of ``|x - mean|**2``, real for complex
@@ -190,7 +202,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correctio
 
 
 def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,
-        device_result=False, **kwargs):
+        device_result=None, **kwargs):
     """The standard deviation, ``sqrt(var(x, ddof))`` (``correction``: as for
     ``var``). Keywords as for ``var``."""
     return _moments("std", x, axis, dtype, out, ddof, keepdims, correction, device_result,

@@ -253,14 +253,14 @@ def test_express_repeats_give_the_full_paths_results(kind, prepares, monkeypatch
         with pytest.raises(ValueError, match="finishes its result on the host"):
             pyreduce.reduce(d, mean, device_result=True)
         lo, hi = pyreduce.minmax(d)
-        assert (lo, hi) == (h.min(), h.max())
+        assert (float(lo), float(hi)) == (h.min(), h.max())
     def last(a, b):
         return b
 
     for start in (1, 0, 1, 1, 2):  # a new alignment is planned afresh, then repeated
         v = d[start:start + 900]
-        assert pyreduce.reduce(v, last) == h[start + 899]
-        assert pyreduce.sum(v) == pytest.approx(h[start:start + 900].sum(), rel=1e-12)
+        assert float(pyreduce.reduce(v, last)) == h[start + 899]
+        assert float(pyreduce.sum(v)) == pytest.approx(h[start:start + 900].sum(), rel=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
@@ -307,7 +307,7 @@ def test_express_repeats_wait_for_the_producers_stream(prepares):
                 x *= np.float32(1)  # when the reduction is called
             x *= 2
             x += np.float32(k)
-            got = pyreduce.max(x, stream=launch)
+            got = pyreduce.max(x, stream=launch, device_result=False)  # read on the host
         assert got == (h * 2 + np.float32(k)).max()
     assert prepares[0] == 1
 
@@ -528,7 +528,8 @@ def test_bfloat16_float16_and_dlpack_inputs():
     x = torch.randn(100_003, device="cuda").to(torch.bfloat16)
     f = x.float()
     assert pyreduce.max(x) == float(f.max())
-    assert pyreduce.sum(x).dtype == np.float32
+    assert pyreduce.sum(x).dtype == torch.float32  # a 0-d tensor
+    assert pyreduce.sum(x, device_result=False).dtype == np.float32
     assert abs(float(pyreduce.sum(x)) - float(f.double().sum())) <= 1e-4 * float(f.abs().sum())
     assert pyreduce.reduce(x[::3], lambda a, b: b) == float(f[::3][-1])
     assert pyreduce.argmax(x) == int(torch.argmax(f))
@@ -550,6 +551,207 @@ def test_bfloat16_float16_and_dlpack_inputs():
     got = complex(pyreduce.sum(c))
     want = complex(c.to(torch.complex128).sum())
     assert abs(got - want) <= 1e-4 * 5000
+
+
+# --------------------------------------------------------------------------
+# Results follow the input's library (docs/semantics.md, "Where results live")
+
+#: every public reduction to one value, called as ``f(x, **keywords)``
+ONE_VALUE = {
+    "reduce": lambda x, **k: pyreduce.reduce(x, "add", **k),
+    "reduce_user_op": lambda x, **k: pyreduce.reduce(x, lambda a, b: b if b != 0 else a, **k),
+    **{name: getattr(pyreduce, name) for name in (
+        "sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "nansum", "nanprod",
+        "argmax", "argmin", "mean", "var", "std", "nanmean", "nanvar", "nanstd",
+        "nanargmax", "nanargmin", "ptp", "count_nonzero")},
+}
+#: those that take ``axis=`` (all but nansum and nanprod); the argmax family an int only
+WITH_AXIS = [n for n in ONE_VALUE if n not in ("nansum", "nanprod")]
+INT_AXIS = ("argmax", "argmin", "nanargmax", "nanargmin")
+RESULT_DATA = {
+    "float64": np.array([3.0, 1.0, 4.0, 0.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0] * 30),
+    "float32": np.array([3.0, 1.0, 4.0, 0.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0] * 30, np.float32),
+    "int32": np.array([3, 1, 4, 0, 5, 9, 2, 6, 5, 3] * 30, np.int32),
+}
+
+
+def _followed(kind):
+    """``(to_device, library's array type, numpy dtype of a result, result on the
+    host)`` for CuPy or PyTorch."""
+    if kind == "cupy":
+        cp = pytest.importorskip("cupy")
+        return cp.asarray, cp.ndarray, lambda r: np.dtype(r.dtype), lambda r: r.get()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    return (lambda h: torch.as_tensor(h, device="cuda"), torch.Tensor,
+            lambda r: np.dtype(torch.empty(0, dtype=r.dtype).numpy().dtype),
+            lambda r: r.cpu().numpy())
+
+
+def _check_value(got, want, host_of=None):
+    got = np.asarray(got if host_of is None else host_of(got))
+    kind = "f" if want.dtype.kind in "fc" else "i"
+    if kind == "f":
+        np.testing.assert_allclose(got.astype(np.float64), np.float64(want), rtol=1e-5)
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+@pytest.mark.parametrize("data", list(RESULT_DATA))
+@pytest.mark.parametrize("name", list(ONE_VALUE))
+def test_one_value_of_a_device_input_is_a_0d_array_of_its_library(kind, data, name):
+    """Every public reduction to one value of a CuPy array (a PyTorch tensor)
+    is a 0-d CuPy array (tensor) of the host scalar's dtype and value, for
+    ``axis=None``, every ``axis`` covering all of them, and on repeats (the
+    one-step path, ``pyreduce.backends.express``); ``keepdims=True`` an array
+    of ones of that library; ``device_result=True`` the same 0-d array;
+    ``device_result=False`` the NumPy scalar. A 0-d array of the library is
+    returned as the library returns it, without waiting for the GPU: its type
+    says so (a NumPy scalar would have had to wait)."""
+    to_device, array_type, dtype_of, host_of = _followed(kind)
+    f = ONE_VALUE[name]
+    h = RESULT_DATA[data]
+    want = f(h, backend="cpu")
+    assert isinstance(want, np.generic)
+    d = to_device(h)
+    for _ in range(3):  # the full path, then repeats
+        r = f(d)
+        assert type(r) is array_type and r.shape == () and dtype_of(r) == want.dtype, r
+        _check_value(r, want, host_of)
+    r = f(d, device_result=True)
+    assert type(r) is array_type and r.shape == () and dtype_of(r) == want.dtype
+    _check_value(r, want, host_of)
+    r = f(d, device_result=False)
+    assert isinstance(r, np.generic) and r.dtype == want.dtype
+    _check_value(r, want)
+    if name not in WITH_AXIS:
+        return
+    for axis in (0, -1):
+        r = f(d, axis=axis)
+        assert type(r) is array_type and r.shape == () and dtype_of(r) == want.dtype
+        _check_value(r, want, host_of)
+    r = f(d, keepdims=True)
+    assert type(r) is array_type and tuple(r.shape) == (1,) and dtype_of(r) == want.dtype
+    _check_value(r[0], want, host_of)
+    if name in INT_AXIS:
+        return
+    m = to_device(h.reshape(30, 10))
+    want2 = f(h.reshape(30, 10), backend="cpu")
+    for axis in (None, (0, 1), (1, 0), (-1, -2)):
+        r = f(m, axis=axis)
+        assert type(r) is array_type and r.shape == () and dtype_of(r) == want2.dtype
+        _check_value(r, want2, host_of)
+    r = f(m, keepdims=True)
+    assert type(r) is array_type and tuple(r.shape) == (1, 1)
+    r = f(m, axis=(0, 1), device_result=False)
+    assert isinstance(r, np.generic) and r.dtype == want2.dtype
+
+
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+def test_tuple_where_empty_and_host_results_of_device_inputs(kind):
+    """minmax: a pair of 0-d arrays of the library (False: NumPy scalars).
+    ``where=``, an empty input, ``dtype=``: the same kind of result. Host values
+    stay host values: ``pyreduce.Reduce``, the ``cpu`` backend, a tuple
+    accumulator of ``reduce``, ``out=``."""
+    to_device, array_type, dtype_of, host_of = _followed(kind)
+    h = RESULT_DATA["float32"]
+    d = to_device(h)
+    lo, hi = pyreduce.minmax(d)
+    assert type(lo) is array_type and type(hi) is array_type and lo.shape == ()
+    assert (host_of(lo)[()], host_of(hi)[()]) == (h.min(), h.max())
+    lo, hi = pyreduce.minmax(d, device_result=False)
+    assert isinstance(lo, np.float32) and (lo, hi) == (h.min(), h.max())
+    m = h > 2
+    r = pyreduce.sum(d, where=m)
+    assert type(r) is array_type and r.shape == () and host_of(r) == h.sum(where=m)
+    r = pyreduce.mean(d, where=to_device(m))
+    assert type(r) is array_type
+    np.testing.assert_allclose(host_of(r), h[m].mean(), rtol=1e-6)
+    r = pyreduce.mean(d, dtype=np.float64)
+    assert type(r) is array_type and dtype_of(r) == np.float64
+    e = to_device(np.zeros(0, np.float32))
+    r = pyreduce.sum(e)
+    assert type(r) is array_type and dtype_of(r) == np.float32 and host_of(r) == 0
+    r = pyreduce.max(e, initial=-2.0)
+    assert type(r) is array_type and host_of(r) == -2.0
+    r = pyreduce.Reduce(lambda a, b: a + b)(d)
+    assert isinstance(r, np.float32) and r == h.sum()
+    r = pyreduce.sum(d, backend="cpu")
+    assert isinstance(r, np.float32)
+    pair = pyreduce.reduce(d, lambda a, b: a if a[0] >= b[0] else b, map=lambda i, v: (v, i),
+                           identity=(np.float32(-np.inf), -1))
+    assert isinstance(pair, tuple) and isinstance(pair[1], np.integer)
+    out = np.zeros(1, np.float64)
+    assert pyreduce.sum(d, dtype=np.float64, out=out) is out and out[0] == h.sum()
+    dout = to_device(np.zeros(1, np.float64))
+    assert pyreduce.sum(d, dtype=np.float64, out=dout) is dout
+    assert host_of(dout)[0] == h.sum()
+
+
+def test_cupy_results_are_ordered_on_the_current_stream():
+    """A CuPy input's 0-d result is written on the stream the reduction runs on,
+    CuPy's current one by default: work queued after it on that stream sees it,
+    with no wait on the host in between; a loop of 100 reductions accumulates on
+    the device and is read once."""
+    cp = pytest.importorskip("cupy")
+    h = np.random.default_rng(21).standard_normal(2**22).astype(np.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cp.asarray(h)
+        x *= 2  # still queued when the reduction is called
+        total = cp.zeros((), cp.float64)
+        for _ in range(100):
+            r = pyreduce.sum(x, dtype=np.float64)
+            assert isinstance(r, cp.ndarray)
+            total += r
+        stream.synchronize()
+    np.testing.assert_allclose(float(total), 100 * (2 * h).sum(dtype=np.float64), rtol=1e-6)
+
+
+def test_torch_results_stay_on_their_device():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    t = torch.arange(10_000, dtype=torch.float32, device="cuda") % 7  # exact sums
+    r = pyreduce.max(t)
+    assert isinstance(r, torch.Tensor) and r.device == t.device and r.dim() == 0
+    assert r.dtype == torch.float32 and bool(r == t.max())
+    acc = torch.zeros((), device="cuda")
+    for _ in range(100):
+        acc = acc + pyreduce.sum(t)  # tensor arithmetic on the 0-d results
+    assert float(acc) == 100 * float(t.double().sum())
+    b = t.to(torch.bfloat16)
+    r = pyreduce.sum(b)
+    assert isinstance(r, torch.Tensor) and r.dtype == torch.float32
+    r = pyreduce.argmax(t)
+    assert isinstance(r, torch.Tensor) and r.dtype == torch.int64 and int(r) == int(t.argmax())
+
+
+def test_numba_and_other_device_inputs_keep_host_scalars():
+    """A Numba device array's reduction to one value is a NumPy scalar (also for
+    an ``axis`` covering every axis), its ``keepdims`` and ``axis=`` results
+    Numba device arrays; a DLPack-only producer's (JAX's kind) the same."""
+    cuda = cuda_module()
+    h = RESULT_DATA["float64"].reshape(30, 10)
+    d = cuda.to_device(h)
+    for f in (pyreduce.sum, pyreduce.max, pyreduce.mean, pyreduce.argmax,
+              pyreduce.count_nonzero):
+        want = f(h, backend="cpu")
+        r = f(d)
+        assert isinstance(r, np.generic) and r.dtype == want.dtype
+    assert isinstance(pyreduce.sum(d, axis=(0, 1)), np.float64)
+    assert cuda.is_cuda_array(pyreduce.sum(d, keepdims=True))
+    assert cuda.is_cuda_array(pyreduce.sum(d, axis=1))
+    r = pyreduce.sum(d, device_result=True)
+    assert cuda.is_cuda_array(r) and r.shape == ()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    t = torch.arange(1000, dtype=torch.float64, device="cuda")
+    r = pyreduce.sum(_DLPackOnly(t))
+    assert isinstance(r, np.float64) and r == 499500.0
 
 
 # --------------------------------------------------------------------------

@@ -17,7 +17,8 @@ path.
 
 from __future__ import annotations
 
-from ..dtypes import storage
+from ..dtypes import is_tuple, storage
+from ..interop import FOLLOWED
 from ..planner import address_alignment
 from ..callmemo import MISS
 from . import fastpath
@@ -29,9 +30,10 @@ __all__ = ["Express", "express"]
 
 class Express:
     """The remembered call of one call shape: ``(info, device_result)`` -> the
-    result, or :data:`pyreduce.callmemo.MISS` when it cannot be made here."""
+    result, or :data:`pyreduce.callmemo.MISS` when it cannot be made here
+    (``device_result`` None, True or False, as the full path takes it)."""
 
-    __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "size",
+    __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "follows", "size",
                  "stride", "align", "key", "handle")
 
     def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int):
@@ -40,6 +42,9 @@ class Express:
         self.dtype, self.finish = monoid.dtype, monoid.result
         # an op finished on the host has no device result: the full path says so
         self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
+        # device_result=None: a 0-d array of a CuPy or PyTorch input's library
+        # (:meth:`pyreduce.prepared.Prepared.follows`; the call shape fixes the kind)
+        self.follows = kind in FOLLOWED and self.new is not None and not is_tuple(monoid.dtype)
         # what the call shape fixes: the flat view's length, stride and kernel
         self.size, self.stride, self.key = flat.size, flat.stride, (flat.dtype.char, flat.layout)
         self.align = align  # 0: not contiguous, nothing to check
@@ -51,6 +56,8 @@ class Express:
         if self.align and address_alignment(ptr, True) != self.align:
             return MISS  # planned for another alignment
         sync_producer(fields, self.stream)
+        if device_result is None:
+            device_result = self.follows
         if device_result:
             if self.new is None:
                 return MISS
