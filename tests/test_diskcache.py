@@ -1193,3 +1193,31 @@ def test_cubin_bytes_reads_every_form_numba_cuda_returns(tmp_path):
     assert cubin_bytes(image) == image
     assert cubin_bytes(SimpleNamespace(code=image)) == image
     assert cubin_bytes(SimpleNamespace(code=str(path))) == image
+
+
+def test_deciding_the_gpu_through_numba_records_the_toolchain(monkeypatch):
+    """Regression (H100): a process whose host arrays all went to the cpu
+    backend compiled no kernel, so nothing recorded the NVVM library, and every
+    later process imported numba-cuda (0.8 s) to learn that the GPU is usable.
+    Deciding it through Numba now records the toolchain for them."""
+    from numba import cuda
+    from numba.cuda.core import config
+
+    from pyreduce import backends
+    from pyreduce.backends import cubins, cudadriver
+
+    recorded = []
+    monkeypatch.setattr(cudadriver, "gpu_present", lambda toolchain: None)
+    monkeypatch.setattr(cubins, "remember_toolchain", lambda: recorded.append(True))
+    monkeypatch.setattr(config, "ENABLE_CUDASIM", 0)
+    backends._numba_cuda_mode.cache_clear()
+    try:
+        for usable in (False, True):
+            monkeypatch.setattr(cuda, "is_available", lambda usable=usable: usable)
+            backends._numba_cuda_mode.cache_clear()
+            assert backends._numba_cuda_mode() == ("cuda" if usable else None)
+            assert recorded == [True] * usable
+    finally:
+        monkeypatch.undo()
+        backends._numba_cuda_mode.cache_clear()
+    assert backends._numba_cuda_mode() == "sim"

@@ -37,7 +37,7 @@ def _numba_cuda_mode() -> str | None:
     """'sim', 'cuda' (a usable GPU) or None, decided once per process; by the
     driver alone where it can tell (:func:`pyreduce.backends.cudadriver.gpu_present`),
     since importing numba-cuda to ask it costs a second."""
-    from .cubins import toolchain
+    from .cubins import remember_toolchain, toolchain
     from .cudadriver import gpu_present
 
     present = gpu_present(toolchain)
@@ -52,9 +52,16 @@ def _numba_cuda_mode() -> str | None:
     try:
         from numba import cuda
 
-        return "cuda" if cuda.is_available() else None
+        usable = cuda.is_available()
     except Exception:  # no driver, broken install: the GPU is simply not there
         return None
+    if usable:
+        # the NVVM library's identity, recorded so that later processes decide
+        # by the driver alone: without it a process whose host arrays all went
+        # to the cpu backend (no kernel compiled, nothing recorded) left every
+        # later one importing numba-cuda for this question, 0.8 s of its first call
+        remember_toolchain()
+    return "cuda" if usable else None
 
 
 @functools.lru_cache(maxsize=None)

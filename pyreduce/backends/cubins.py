@@ -36,7 +36,7 @@ from .. import diskcache
 from .cudadriver import check_driver, compute_capability, cuda_driver, current_device
 
 __all__ = ["function_handle", "function_resources", "load_function", "image_key", "toolchain",
-           "KIND"]
+           "remember_toolchain", "KIND"]
 
 KIND = "cuda"
 
@@ -140,7 +140,7 @@ def _compile(kernel, argtypes) -> tuple:
         _modules.append(cufunc)
     diskcache.report_compile(f"the kernel {kernel.spec.label}", time.perf_counter() - start)
     image = cubin_bytes(library.get_cubin())
-    _remember_toolchain()
+    remember_toolchain()
     return handle, image, compiled.entry_name
 
 
@@ -288,10 +288,11 @@ def toolchain() -> tuple | None:
     return found
 
 
-def _remember_toolchain() -> None:
-    """Record the NVVM library Numba loaded, for :func:`toolchain` here and in
-    later processes. Where it cannot be identified nothing is recorded: the
-    kernels then stay out of the disk cache, and compiling is unaffected."""
+def remember_toolchain() -> None:
+    """Record the NVVM library Numba loads (loading it if it has not), for
+    :func:`toolchain` here and in later processes. Where it cannot be
+    identified nothing is recorded: the kernels then stay out of the disk
+    cache, and compiling is unaffected."""
     env = _environment()
     if env in _toolchain:
         return
