@@ -294,8 +294,24 @@ def to_host(result, expect_device: bool):
     if hasattr(result, "copy_to_host"):
         return result.copy_to_host()
     if hasattr(result, "get") and not isinstance(result, np.ndarray):
-        return result.get()
+        return host_value(result)
     return result
+
+
+def host_value(result):
+    """A result brought to the host as NumPy gives it: a CuPy array's or a
+    PyTorch tensor's values, a 0-d one as a NumPy scalar (a CuPy or PyTorch
+    input's reduction to one value is a 0-d array of its library); tuples part
+    by part; anything else as it is."""
+    if isinstance(result, tuple):
+        return tuple(host_value(r) for r in result)
+    if hasattr(result, "get") and not isinstance(result, np.ndarray):  # CuPy
+        host = result.get()
+    elif type(result).__module__.startswith("torch"):
+        host = result.cpu().numpy()
+    else:
+        return result
+    return host[()] if host.ndim == 0 else host
 
 
 def result_and_out(lib, call):

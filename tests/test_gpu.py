@@ -493,6 +493,50 @@ def test_cupy_inputs():
 # PyTorch
 
 
+@pytest.mark.parametrize("variant", ["auto", "warp_shuffle_x2", "last_block"])
+@pytest.mark.parametrize("n", [1000, 2**20 + 7, 2**26])
+def test_calls_captured_in_a_cuda_graph_replay_on_new_data(variant, n):
+    """A call with out= on a stream neither waits nor allocates, so CuPy's
+    stream capture records it: the graph's replay reduces the array's new
+    values."""
+    cp = pytest.importorskip("cupy")
+    x = cp.asarray(np.random.default_rng(0).random(n, dtype=np.float32))
+    out = cp.empty((), cp.float32)
+    s = cp.cuda.Stream(non_blocking=True)
+    tuning = pyreduce.Tuning(variant=variant)
+    pyreduce.max(x, out=out, stream=s, tuning=tuning)  # compiled and planned first
+    s.synchronize()
+    assert float(out) == float(x.max())
+    with s:
+        s.begin_capture()
+        pyreduce.max(x, out=out, stream=s, tuning=tuning)
+        pyreduce.sum(x, out=out, stream=s, tuning=tuning)
+        graph = s.end_capture()
+        x[:] = cp.asarray(np.random.default_rng(1).random(n, dtype=np.float32))
+        x[n // 3] = 5.0  # written on s, before the replay
+        graph.launch(s)
+    s.synchronize()
+    assert np.isclose(float(out), float(x.sum(dtype=cp.float64)), rtol=1e-5)
+
+
+def test_torch_call_captured_in_a_cuda_graph():
+    torch = pytest.importorskip("torch")
+    x = torch.rand(2**22, device="cuda")
+    out = torch.empty((), device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        pyreduce.max(x, out=out, stream=s)
+    s.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        pyreduce.max(x, out=out, stream=s)
+    x.copy_(torch.rand(2**22, device="cuda"))
+    x[123] = 7.0
+    graph.replay()
+    torch.cuda.synchronize()
+    assert float(out) == 7.0
+
+
 def test_torch_inputs():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

@@ -360,13 +360,13 @@ def test_masked_arrays_reduce_the_unmasked_elements(backend):
 def test_device_inputs(backend):
     if backend == "cpu":
         pytest.skip("device inputs are a GPU backend's")
-    from numpy_compare import to_device
+    from numpy_compare import host_value, to_device
 
     x = sample(257, 4, "float32", nans=30)
-    d = to_device(x)
-    assert pyreduce.nanargmax(d, **on(backend)) == np.nanargmax(x)
-    assert np.isclose(pyreduce.nanstd(d, **on(backend)), np.nanstd(x), rtol=1e-5)
-    assert pyreduce.count_nonzero(d, **on(backend)) == np.count_nonzero(x)
+    d = to_device(x)  # a CuPy array where CuPy is present: 0-d CuPy results
+    assert host_value(pyreduce.nanargmax(d, **on(backend))) == np.nanargmax(x)
+    assert np.isclose(host_value(pyreduce.nanstd(d, **on(backend))), np.nanstd(x), rtol=1e-5)
+    assert host_value(pyreduce.count_nonzero(d, **on(backend))) == np.count_nonzero(x)
 
 
 def test_dask_arrays_are_reduced_chunk_by_chunk():
