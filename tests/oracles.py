@@ -70,3 +70,16 @@ def lane_layout(shape: tuple, axis, keepdims: bool):
     result = (tuple(1 if a in axes else n for a, n in enumerate(shape)) if keepdims
               else tuple(shape[a] for a in kept))
     return kept + axes, (lanes, k), result
+
+
+#: every public reduction to one value, called as ``f(x, **keywords)``
+ONE_VALUE = {
+    "reduce": lambda x, **k: pyreduce.reduce(x, "add", **k),
+    "reduce_user_op": lambda x, **k: pyreduce.reduce(x, lambda a, b: b if b != 0 else a, **k),
+    **{name: getattr(pyreduce, name) for name in (
+        "sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "nansum", "nanprod",
+        "argmax", "argmin", "mean", "var", "std", "nanmean", "nanvar", "nanstd",
+        "nanargmax", "nanargmin", "ptp", "count_nonzero")},
+}
+#: those that take ``axis=`` (all but nansum and nanprod)
+WITH_AXIS = [n for n in ONE_VALUE if n not in ("nansum", "nanprod")]

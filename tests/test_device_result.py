@@ -25,21 +25,11 @@ import pytest
 import pyreduce
 from pyreduce import interop
 
+from oracles import ONE_VALUE, WITH_AXIS
+
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 DATA = np.array([3.0, 1.0, 4.0, 0.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0])
-
-#: every public reduction to one value, called as ``f(x, **keywords)``
-ONE_VALUE = {
-    "reduce": lambda x, **k: pyreduce.reduce(x, "add", **k),
-    "reduce_user_op": lambda x, **k: pyreduce.reduce(x, lambda a, b: b if b != 0 else a, **k),
-    **{name: getattr(pyreduce, name) for name in (
-        "sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "nansum", "nanprod",
-        "argmax", "argmin", "mean", "var", "std", "nanmean", "nanvar", "nanstd",
-        "nanargmax", "nanargmin", "ptp", "count_nonzero")},
-}
-#: those that take ``axis=`` (all but nansum, nanprod)
-WITH_AXIS = [n for n in ONE_VALUE if n not in ("nansum", "nanprod")]
 
 
 def _sim():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pyreduce
-from oracles import ORDERED, P, affine, first_nonzero, last_nonzero
+from oracles import ONE_VALUE, ORDERED, WITH_AXIS, P, affine, first_nonzero, last_nonzero
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
@@ -600,17 +600,7 @@ def test_bfloat16_float16_and_dlpack_inputs():
 # --------------------------------------------------------------------------
 # Results follow the input's library (docs/semantics.md, "Where results live")
 
-#: every public reduction to one value, called as ``f(x, **keywords)``
-ONE_VALUE = {
-    "reduce": lambda x, **k: pyreduce.reduce(x, "add", **k),
-    "reduce_user_op": lambda x, **k: pyreduce.reduce(x, lambda a, b: b if b != 0 else a, **k),
-    **{name: getattr(pyreduce, name) for name in (
-        "sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "nansum", "nanprod",
-        "argmax", "argmin", "mean", "var", "std", "nanmean", "nanvar", "nanstd",
-        "nanargmax", "nanargmin", "ptp", "count_nonzero")},
-}
-#: those that take ``axis=`` (all but nansum and nanprod); the argmax family an int only
-WITH_AXIS = [n for n in ONE_VALUE if n not in ("nansum", "nanprod")]
+#: the argmax family takes an int axis only
 INT_AXIS = ("argmax", "argmin", "nanargmax", "nanargmin")
 RESULT_DATA = {
     "float64": np.array([3.0, 1.0, 4.0, 0.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0] * 30),
