@@ -122,17 +122,23 @@ def checked_device_result(value):
                     f"(on the device) or False (a NumPy value on the host), got {value!r}")
 
 
-def one_value_follows(device_result, info, backend_name: str, out=None, monoid=None) -> bool:
+def one_value_follows(device_result, info, backend_name: str, out=None, monoid=None,
+                      stream=None) -> bool:
     """Whether a reduction of ``info`` to one value is returned on the device:
     ``device_result`` as given, or for None (follow the input) whether the
     input is an array of a library in :data:`FOLLOWED`, reduced on a GPU
-    backend (``backend_name`` not ``"cpu"``), with no ``out=``. With the
-    operator's ``monoid``, also whether its value is the accumulator itself,
-    made on the device: one finished on the host (argmax, mean) or a tuple
-    accumulator's stays there, unless the caller finishes and places it."""
+    backend (``backend_name`` not ``"cpu"``), with no ``out=`` and no
+    ``stream=``: a value written on a stream the caller named is not ordered
+    before what the input's library runs next on its own current stream, so
+    it comes back as a host value (``device_result=True`` asks for it on that
+    stream). With the operator's ``monoid``, also whether its value is the
+    accumulator itself, made on the device: one finished on the host (argmax,
+    mean) or a tuple accumulator's stays there, unless the caller finishes and
+    places it."""
     if device_result is not None:
         return device_result
-    if out is not None or info.kind not in FOLLOWED or backend_name == "cpu":
+    if (out is not None or stream is not None or info.kind not in FOLLOWED
+            or backend_name == "cpu"):
         return False
     return monoid is None or (monoid.finalize is None and monoid.dtype.names is None)
 

@@ -231,11 +231,12 @@ def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, 
 
     Returns a host NumPy array of the result's shape (NumPy's, with
     ``keepdims``) and dtype ``monoid.dtype``: for a tuple accumulator a record
-    array with fields ``f0, f1, ...`` (argmax's ``(value, index)``, the moments'
-    ``(count, mean, m2)``), one record per lane, ``Monoid.finalize`` not
-    applied. Lane ``m`` folds ``map(k, v)`` for its elements ``v`` in C order
-    of the reduced axes, ``k = 0 .. K-1`` their positions in the lane, with
-    ``initial`` (cast to ``monoid.dtype``) combined once on the left. A reduced
+    array with fields ``f0, f1, ...`` (argmax's ``(value, index)``, the mean's
+    ``(count, sum)``, the variance's ``(count, mean, m2)``), one record per
+    lane, ``Monoid.finalize`` not applied. Lane ``m`` folds ``map(k, v)`` for
+    its elements ``v`` in C order of the reduced axes, ``k = 0 .. K-1`` their
+    positions in the lane, with ``initial`` (cast to ``monoid.dtype``) combined
+    once on the left. A reduced
     extent of 0 gives ``initial``, else the identity, else ValueError. A device
     input is reduced on the device and the array copied back. Masked inputs and
     ``where=`` masks go through :func:`pyreduce.masked.reduce` and

@@ -230,7 +230,7 @@ class Monoid:
     #: applied as elements are loaded (None: the element cast to ``dtype``)
     map: Callable | None = None
     #: the accumulator as the user sees the result (argmax: its index; mean: the
-    #: mean from a count, mean and m2), applied on the host; None: as it is
+    #: sum over the count), applied on the host; None: as it is
     finalize: Callable | None = None
     #: the same last step for an array of accumulators (a record array for a
     #: tuple), all at once (:mod:`pyreduce.finishers`); None: returned as it is

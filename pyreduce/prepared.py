@@ -25,7 +25,7 @@ class Prepared:
     performs it; :func:`pyreduce.explain` reads it."""
 
     __slots__ = ("backend", "monoid", "info", "initial", "stream", "device", "flat", "plan",
-                 "fixed_tree", "route", "streamed")
+                 "fixed_tree", "route", "streamed", "asked_stream")
 
     def __init__(self, backend, monoid: Monoid, info, initial, stream, fixed_tree=False):
         self.backend, self.monoid, self.info = backend, monoid, info
@@ -40,6 +40,8 @@ class Prepared:
         #: (:class:`pyreduce.backends.staging.Streamed`; ``plan`` is its first
         #: chunk's), else None
         self.streamed = None
+        #: the caller's ``stream=`` (None: the default, the input's own stream)
+        self.asked_stream = None
 
     def detached(self) -> "Prepared":
         """These decisions without the input (what :mod:`pyreduce.callmemo` keeps:
@@ -48,6 +50,7 @@ class Prepared:
                         self.fixed_tree)
         twin.device, twin.plan = self.device, self.plan
         twin.route, twin.streamed = self.route, self.streamed
+        twin.asked_stream = self.asked_stream
         return twin
 
     def run(self, device_result: bool | None = False, out=None, shape=None):
@@ -63,7 +66,8 @@ class Prepared:
         (:func:`pyreduce.interop.one_value_follows`), whose operator's value is
         the accumulator itself (one that is finished on the host, or a tuple,
         stays there)."""
-        return one_value_follows(None, info, self.backend.name, out, self.monoid)
+        return one_value_follows(None, info, self.backend.name, out, self.monoid,
+                                 self.asked_stream)
 
     def run_on(self, info, flat, device_result: bool | None = False, out=None, shape=None):
         """:meth:`run` with another input of the same call shape: ``info`` and
@@ -151,6 +155,7 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream,
             be = backends.get("cpu")
     fixed_tree = tuning.variant != "auto" and VARIANTS[tuning.variant].fixed_tree
     call = Prepared(be, monoid, info, initial, be.launch_stream(stream, info), fixed_tree)
+    call.asked_stream = stream
     call.route = route
     if be.name == "cpu" or info.size == 0:
         return call

@@ -82,7 +82,7 @@ def reduce(info: Input, monoid, out_mask: np.ndarray, axes: tuple, keepdims: boo
         call = prepare(masked.compressed(selected), monoid, initial, backend, tuning, stream,
                        host_result)
         if device_result is None:  # where the same call without where= puts it
-            device_result = one_value_follows(None, info, backend, out, monoid)
+            device_result = one_value_follows(None, info, backend, out, monoid, stream)
         if not (device_result and info.on_device):
             return call.run(device_result, out)
         value = call.run()  # then a 0-d array of the input's library, as without where=

@@ -57,7 +57,7 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
             return value if not keepdims else np.ma.masked_all(shape, dtype or m.dtype)
         # device_result=None: a CuPy or PyTorch input's is a 0-d array of its
         # library, the host value copied there (it waits for the GPU)
-        on_device = one_value_follows(device_result, info, backend, out)
+        on_device = one_value_follows(device_result, info, backend, out, stream=stream)
         if out is None and not keepdims and not on_device:
             return value if dtype is None else _cast(value, dtype)
         return along.place(value, info, shape, dtype, out, on_device, backend, stream)

@@ -358,10 +358,11 @@ STATISTICS = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
 
 
 def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
-    """``(count, mean, m2)`` in float64 (``(count, mean.real, mean.imag, m2)`` for
-    complex input), finished as ``statistic``: mean, var or std, or nanmean,
-    nanvar or nanstd, whose map gives a NaN element (NaN in either part of a
-    complex one) the count 0, so that it is skipped (:func:`_nan_moments_map`)."""
+    """The monoid of ``statistic``: mean or nanmean from ``(count, sum)`` in
+    float64 (:func:`_mean_monoid`); var, std, nanvar and nanstd from
+    ``(count, mean, m2)`` in float64 (``(count, mean.real, mean.imag, m2)`` for
+    complex input). The NaN-ignoring ones map a NaN element (NaN in either part
+    of a complex one) to the count 0, so that it is skipped."""
     check_dtype(dtype)
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, "

@@ -312,3 +312,27 @@ def test_repeats_follow_the_call_not_the_first_result(follows_sim, prepares):
         assert float(_host_of(r)) == DATA.sum()
     assert kinds == [True, False, True, True, False, True]
     assert prepares[0] == 1
+
+
+@pytest.mark.sim
+def test_a_named_stream_keeps_the_default_a_host_value(follows_sim, prepares):
+    """A value written on a stream the caller named is not ordered before what
+    the input's library runs next on its own current stream, so
+    ``device_result=None`` gives the host value there, first call and repeats
+    alike; ``True`` still asks for the device array on that stream."""
+    cuda = _sim()
+    d = cuda.to_device(DATA)
+    s = cuda.stream()
+    for _ in range(3):  # the full path, then the remembered call shape
+        r = pyreduce.sum(d, backend="sim", stream=s)
+        assert not _is_device(r) and r == DATA.sum()
+    assert prepares[0] == 1
+    r = pyreduce.sum(d, backend="sim", stream=s, device_result=True)
+    assert _is_device(r) and float(_host_of(r)) == DATA.sum()
+    assert _is_device(pyreduce.sum(d, backend="sim"))  # without stream=: followed
+    for name in ("mean", "argmax"):
+        r = getattr(pyreduce, name)(d, backend="sim", stream=s)
+        _same_value(r, getattr(np, name)(DATA))
+        assert not _is_device(r)
+    r = pyreduce.sum(d, backend="sim", stream=s, where=DATA > 2)
+    assert not _is_device(r) and r == DATA[DATA > 2].sum()

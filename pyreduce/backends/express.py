@@ -36,7 +36,8 @@ class Express:
     __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "follows", "size",
                  "stride", "align", "key", "handle")
 
-    def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int):
+    def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int,
+                 asked_stream=None):
         self.exe, self.stream, self.device = exe, stream, device
         self.pool = exe.pool(stream)
         self.dtype, self.finish = monoid.dtype, monoid.result
@@ -44,7 +45,8 @@ class Express:
         self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
         # device_result=None: a 0-d array of a CuPy or PyTorch input's library
         # (:meth:`pyreduce.prepared.Prepared.follows`; the call shape fixes the kind)
-        self.follows = kind in FOLLOWED and self.new is not None and not is_tuple(monoid.dtype)
+        self.follows = (kind in FOLLOWED and self.new is not None and not is_tuple(monoid.dtype)
+                        and not asked_stream)
         # what the call shape fixes: the flat view's length, stride and kernel
         self.size, self.stride, self.key = flat.size, flat.stride, (flat.dtype.char, flat.layout)
         self.align = align  # 0: not contiguous, nothing to check
@@ -103,4 +105,4 @@ def express(backend, call, device: int) -> Express | None:
     if len(sched.steps) != 1 or sched.outputs is not None or sched.initial is not None:
         return None
     return Express(exe, call.monoid, call.info.kind, call.flat, backend.alignment(call.flat),
-                   call.stream, device)
+                   call.stream, device, call.asked_stream is not None)
