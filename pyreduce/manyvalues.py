@@ -236,9 +236,9 @@ def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, 
     lane, ``Monoid.finalize`` not applied. Lane ``m`` folds ``map(k, v)`` for
     its elements ``v`` in C order of the reduced axes, ``k = 0 .. K-1`` their
     positions in the lane, with ``initial`` (cast to ``monoid.dtype``) combined
-    once on the left. A reduced
-    extent of 0 gives ``initial``, else the identity, else ValueError. A device
-    input is reduced on the device and the array copied back. Masked inputs and
+    once on the left. A reduced extent of 0 gives ``initial``, else the
+    identity, else ValueError. A device input is reduced on the device and the
+    array copied back. Masked inputs and
     ``where=`` masks go through :func:`pyreduce.masked.reduce` and
     :func:`pyreduce.selection.reduce` with ``raw=True``."""
     if info.mask is not None:
