@@ -83,7 +83,6 @@ def test_no_powers_written_as_python_in_prose(page):
 
 
 def test_fence_doctests():
-    pytest.importorskip("griffe")  # the docs extra
     fence = _module("griffe_doctests").fence_doctests
     text = "Sum.\n\n>>> 1 + 1\n2\n\nMore.\n    >>> x\n    3\n```\n>>> kept\n```"
     assert fence(text) == ("Sum.\n\n```pycon\n>>> 1 + 1\n2\n```\n\nMore.\n    ```pycon\n"
