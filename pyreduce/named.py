@@ -185,20 +185,21 @@ def nansum(x, *, dtype=None, **kwargs):
     >>> float(pyreduce.nansum(np.array([1.0, np.nan, 2.0]), backend="cpu"))
     3.0
     """
-    if _on_dask(x):
-        return _scale_out("nansum", locals())
-    info = inspect(x, masked=True)
-    kwargs = settle("nansum", kwargs)
-    check_keywords("nansum", kwargs, _NAN_KEYWORDS)
-    return _reduce(info, structured.nansum_monoid(info.dtype, dtype), None, **kwargs)
+    return _nan_fold("nansum", structured.nansum_monoid, x, dtype, kwargs)
 
 
 def nanprod(x, *, dtype=None, **kwargs):
     """The product with NaN taken as one, like ``np.nanprod``. Keywords as for
     ``nansum``."""
+    return _nan_fold("nanprod", structured.nanprod_monoid, x, dtype, kwargs)
+
+
+def _nan_fold(name: str, monoid_of, x, dtype, kwargs: dict):
+    """``name`` (nansum, nanprod) of ``x`` with ``monoid_of(dtype, dtype=)``: a
+    built-in fold whose map takes NaN as its identity."""
     if _on_dask(x):
-        return _scale_out("nanprod", locals())
+        return _scale_out(name, {"x": x, "dtype": dtype, "kwargs": kwargs})
     info = inspect(x, masked=True)
-    kwargs = settle("nanprod", kwargs)
-    check_keywords("nanprod", kwargs, _NAN_KEYWORDS)
-    return _reduce(info, structured.nanprod_monoid(info.dtype, dtype), None, **kwargs)
+    kwargs = settle(name, kwargs)
+    check_keywords(name, kwargs, _NAN_KEYWORDS)
+    return _reduce(info, monoid_of(info.dtype, dtype), None, **kwargs)

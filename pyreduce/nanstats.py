@@ -19,7 +19,8 @@ import numpy as np
 from . import masked, structured
 from .general import _on_dask, _reduce
 from .named import sum as _sum
-from .stats import _MOMENTS, _TUNED, _dask, _highest, _lowest, _moments, _structured, _tuned
+from .stats import (_MOMENTS, _TUNED, _dask, _highest, _lowest, _moments, _structured, _tuned,
+                    index_reduction)
 from .axes import normalize_axes
 from .interop import inspect
 
@@ -108,11 +109,8 @@ def nanargmax(x, axis=None, out=None, *, keepdims=False, device_result=None, **k
         ...
     ValueError: All-NaN slice encountered
     """
-    if _on_dask(x):
-        return _dask("nanargmax", x, kwargs, axis=axis, out=out, keepdims=keepdims,
-                     device_result=device_result)
-    return _structured("nanargmax", x, structured.nanargmax_monoid, axis, keepdims, out, None,
-                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_lowest)
+    return index_reduction("nanargmax", x, structured.nanargmax_monoid, _lowest, axis, out,
+                           keepdims, device_result, kwargs)
 
 
 def nanargmin(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
@@ -123,11 +121,8 @@ def nanargmin(x, axis=None, out=None, *, keepdims=False, device_result=None, **k
     >>> int(pyreduce.nanargmin(np.array([4.0, np.nan, -2.0]), backend="cpu"))
     2
     """
-    if _on_dask(x):
-        return _dask("nanargmin", x, kwargs, axis=axis, out=out, keepdims=keepdims,
-                     device_result=device_result)
-    return _structured("nanargmin", x, structured.nanargmin_monoid, axis, keepdims, out, None,
-                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_highest)
+    return index_reduction("nanargmin", x, structured.nanargmin_monoid, _highest, axis, out,
+                           keepdims, device_result, kwargs)
 
 
 def ptp(x, axis=None, out=None, keepdims=False, *, device_result=None, **kwargs):

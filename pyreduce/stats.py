@@ -113,22 +113,27 @@ def argmax(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwar
     >>> pyreduce.argmax(np.array([[3, 9, 1], [7, 2, 7]]), axis=1, backend="cpu")
     array([1, 0])
     """
-    if _on_dask(x):
-        return _dask("argmax", x, kwargs, axis=axis, out=out, keepdims=keepdims,
-                     device_result=device_result)
-    return _structured("argmax", x, structured.argmax_monoid, axis, keepdims, out, None,
-                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_lowest)
+    return index_reduction("argmax", x, structured.argmax_monoid, _lowest, axis, out, keepdims,
+                           device_result, kwargs)
 
 
 def argmin(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
     """The index of the smallest element (the first; the first NaN's if any),
     like ``np.argmin``. Keywords as for ``argmax`` (a masked element reads as
     the highest value along an axis)."""
+    return index_reduction("argmin", x, structured.argmin_monoid, _highest, axis, out,
+                           keepdims, device_result, kwargs)
+
+
+def index_reduction(name, x, monoid, fill, axis, out, keepdims, device_result, kwargs):
+    """``name`` (the argmax family) of ``x`` with ``monoid(dtype)``: NumPy's int
+    axis, a masked element read as ``fill(dtype)`` along an axis (NumPy's masked
+    argmax), Dask collections chunk by chunk."""
     if _on_dask(x):
-        return _dask("argmin", x, kwargs, axis=axis, out=out, keepdims=keepdims,
+        return _dask(name, x, kwargs, axis=axis, out=out, keepdims=keepdims,
                      device_result=device_result)
-    return _structured("argmin", x, structured.argmin_monoid, axis, keepdims, out, None,
-                       device_result, kwargs, rule=masked.INDEX, one_axis=True, fill=_highest)
+    return _structured(name, x, monoid, axis, keepdims, out, None, device_result, kwargs,
+                       rule=masked.INDEX, one_axis=True, fill=fill)
 
 
 def minmax(x, axis=None, out=None, *, keepdims=False, device_result=None, **kwargs):
