@@ -17,8 +17,7 @@ path.
 
 from __future__ import annotations
 
-from ..dtypes import is_tuple, storage
-from ..interop import FOLLOWED
+from ..dtypes import storage
 from ..planner import address_alignment
 from ..callmemo import MISS
 from . import fastpath
@@ -37,16 +36,15 @@ class Express:
                  "stride", "align", "key", "handle")
 
     def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int,
-                 asked_stream=None):
+                 follows: bool = False):
         self.exe, self.stream, self.device = exe, stream, device
         self.pool = exe.pool(stream)
         self.dtype, self.finish = monoid.dtype, monoid.result
         # an op finished on the host has no device result: the full path says so
         self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
-        # device_result=None: a 0-d array of a CuPy or PyTorch input's library
-        # (:meth:`pyreduce.prepared.Prepared.follows`; the call shape fixes the kind)
-        self.follows = (kind in FOLLOWED and self.new is not None and not is_tuple(monoid.dtype)
-                        and not asked_stream)
+        # device_result=None: where the full path puts it
+        # (:meth:`pyreduce.prepared.Prepared.follows`; the call shape fixes it)
+        self.follows = follows
         # what the call shape fixes: the flat view's length, stride and kernel
         self.size, self.stride, self.key = flat.size, flat.stride, (flat.dtype.char, flat.layout)
         self.align = align  # 0: not contiguous, nothing to check
@@ -105,4 +103,4 @@ def express(backend, call, device: int) -> Express | None:
     if len(sched.steps) != 1 or sched.outputs is not None or sched.initial is not None:
         return None
     return Express(exe, call.monoid, call.info.kind, call.flat, backend.alignment(call.flat),
-                   call.stream, device, call.asked_stream is not None)
+                   call.stream, device, call.follows(call.info))
