@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from .general import check_keywords, reduce
+from .interop import inspect
 
 __all__ = ["Reduce"]
 
@@ -34,9 +33,9 @@ class Reduce:
             raise TypeError("only support 1D array")
         if size is not None:
             arr = arr[:size]
-        dtype = np.dtype(arr.dtype)
-        init = dtype.type(init)
-        if arr.size < 1:
+        info = inspect(arr)  # a PyTorch tensor's dtype and size too (not NumPy's)
+        init = info.dtype.type(init)
+        if info.size < 1:
             return init
         if res is None:  # a host value, as numba.cuda.Reduce returns, for every input
             return reduce(arr, self._functor, initial=init, backend=backend, stream=stream,

@@ -242,7 +242,8 @@ class PyreduceLib:
         return to_device(np.empty(shape, dtype)) if self.on_device else np.empty(shape, dtype)
 
     def tohost(self, a):
-        return to_host(a, self.on_device)
+        # an out= array: an array on the host too, a 0-d one included
+        return np.asarray(to_host(a, self.on_device))
 
     def __getattr__(self, name):
         fn = getattr(pyreduce, name)

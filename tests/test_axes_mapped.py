@@ -364,6 +364,7 @@ def _offsets(lengths, start=3):
     return np.concatenate([[start], start + np.cumsum(lengths)]).astype(np.int64)
 
 
+@pytest.mark.sim
 def test_segment_kernels():
     """The simulator's plans for ``SEGMENTS`` reach a thread, a warp and a
     block per segment, and segments cut into parts."""
