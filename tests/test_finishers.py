@@ -86,11 +86,11 @@ def test_the_array_finisher_is_finalize_of_each_accumulator(name, dtype, seed, l
             error = str(e)
     if error is not None:  # nanargmax of an all-NaN lane
         with pytest.raises(ValueError, match=error):
-            monoid.finalize_array(records)
+            monoid.finisher.array(records)
         return
     with warnings.catch_warnings(record=True) as at_once:
         warnings.simplefilter("always")
-        got = monoid.finalize_array(records)
+        got = monoid.finisher.array(records)
     got = got if isinstance(got, tuple) else (got,)
     assert len(got) == len(expected[0])
     for k, field in enumerate(got):
@@ -108,6 +108,6 @@ def test_the_array_finisher_is_finalize_of_each_accumulator(name, dtype, seed, l
 def test_indices_are_intp(dtype):
     monoid = structured.argmax_monoid(np.dtype(dtype))
     records = np.array([tuple(monoid.host(np.arange(3).astype(dtype)))], dtype=monoid.dtype)
-    got = monoid.finalize_array(records)
+    got = monoid.finisher.array(records)
     assert got.dtype == np.intp and got.tolist() == [2]
     assert as_value(records[0], monoid.dtype)[-1] == 2
