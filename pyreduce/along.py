@@ -2,16 +2,19 @@
 statistics, ``ptp``) along axes, and with ``keepdims=``, ``out=`` and ``dtype=``.
 
 Along axes that leave some out, every lane's accumulator comes from the batched
-kernels (:func:`pyreduce.manyvalues.reduce_axes_raw`; masked arrays and ``where=``
-through :mod:`pyreduce.masked` and :mod:`pyreduce.selection`), the element
-map's index counting within the lane, so an argmax's index is NumPy's index
-along the axis. The accumulators are finished on the host, all at once
-(:mod:`pyreduce.finishers`), cast to ``dtype=`` where given, and placed where
-every ``axis=`` result goes (:class:`pyreduce.manyvalues.Result`): ``out=``, else
-a device array of the input's library for a device input (or
-``device_result=True``), else a NumPy array. A reduction to one value with
-``keepdims``, ``out`` or ``dtype`` is the one value, shaped and placed the same
-way.
+kernels, the element map's index counting within the lane, so an argmax's
+index is NumPy's index along the axis. The accumulators are finished all at
+once by the monoid's finisher (:mod:`pyreduce.finishers`), cast to ``dtype=``
+where given, and placed where every ``axis=`` result goes
+(:class:`pyreduce.manyvalues.Result`): ``out=``, else a device array of the
+input's library for a device input (or ``device_result=True``), else a NumPy
+array. Where that is a device array and a GPU backend reduces, they are
+finished on the device, into it (:func:`pyreduce.manyvalues.reduce_axes_finished`):
+the accumulators never come to the host. Otherwise, and for masked arrays and
+``where=`` (gathered on the host through :mod:`pyreduce.masked` and
+:mod:`pyreduce.selection`), they are finished on the host. A reduction to one
+value with ``keepdims``, ``out`` or ``dtype`` is the one value, finished on
+the host, shaped and placed the same way.
 
 A masked array: mean, var and the other statistics of the unmasked elements of
 each lane, masked where a lane has none (as ``np.ma.mean(x, axis)``); the

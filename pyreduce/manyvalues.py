@@ -20,7 +20,10 @@ kernels write a tuple accumulator's results to a record array (dtype fields
 NumPy arrays, one per field (:func:`as_fields`), as the full reduction with
 ``keepdims=True`` gives them, and ``out=`` and ``device_result=True`` do not
 apply. :func:`reduce_axes_raw` returns the record array itself, for reductions
-that finish their accumulators on the host (``Monoid.finalize``).
+that finish their accumulators on the host. The structured reductions
+(:func:`reduce_axes_finished`) finish them where the results go: on a GPU, for
+a result on the device, the record array stays there and a finishing kernel
+(:mod:`pyreduce.finishing`) reads it and writes the results in place.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The structured reductions, on tuple accumulators (:mod:`pyreduce.structured`)
 and with NumPy's keywords: ``argmax``, ``argmin``, ``minmax``, ``mean``,
-``var`` and ``std``; along axes finished on the host (:mod:`pyreduce.along`).
+``var`` and ``std``; along axes finished where the results go (:mod:`pyreduce.along`).
 Their NaN-ignoring counterparts build on them (:mod:`pyreduce.nanstats`)."""
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Reductions whose accumulator is more than one value, and the NaN-ignoring sums.
 
 Each is an ordinary :class:`~pyreduce.ops.Monoid`: an element map, an op over
-tuples, an identity and a last step on the host, written as plain Python that
-every backend compiles, so they run on every backend and every warp-shuffle
-variant like a user's own tuple op. A tuple's fields are real, so a complex
-input travels as its real and imaginary parts, with ops of its own.
+tuples, an identity and a last step (:mod:`pyreduce.finishers`: on the device
+or the host), written as plain Python that every backend compiles, so they run
+on every backend and every warp-shuffle variant like a user's own tuple op. A
+tuple's fields are real, so a complex input travels as its real and imaginary
+parts, with ops of its own.
 
 ``argmax``/``argmin``
     ``(value, index)``, or ``(real, imag, index)``; the op keeps the larger
