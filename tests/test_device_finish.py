@@ -5,9 +5,9 @@ every structured reduction, every kind of axis, keepdims, out= and dtype=,
 ddof, empty and all-NaN lanes (NumPy's warnings once, its ValueError), and
 every input dtype; and that no accumulator comes back to the host on the way.
 
-On a GPU machine (``NUMBA_ENABLE_CUDASIM=0``) these tests skip: the same
-checks for CuPy, PyTorch and Numba arrays on a real GPU are the ``gpu`` tests
-at the end."""
+On a GPU machine (``NUMBA_ENABLE_CUDASIM=0``) the simulator's tests skip and
+the ``gpu`` test at the end makes the same checks for CuPy, PyTorch and Numba
+arrays on the ``cuda`` backend."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import pyreduce
 from pyreduce import backends, structured
 from pyreduce.backends.base import GeneratedBackend
+from pyreduce.backends.numba_cuda import CudaBackend
 from pyreduce.dtypes import default_accumulator
 
 from conftest import examples
@@ -67,8 +68,21 @@ def _numpy(name, x, **kw):
     return getattr(np, name)(x, **kw)
 
 
+def _host(r) -> np.ndarray:
+    """A device result on the host: CuPy's, PyTorch's or Numba's."""
+    if hasattr(r, "copy_to_host"):
+        return r.copy_to_host()
+    if hasattr(r, "get"):
+        return r.get()
+    return r.cpu().numpy()
+
+
+def _library(r) -> str:
+    return type(r).__module__.split(".")[0]
+
+
 def _close(got, want, dtype):
-    got = got.copy_to_host()
+    got = _host(got)
     want = np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
     if got.dtype.kind in "iub":
@@ -92,13 +106,13 @@ def _result_dtype(name, dtype, given=None) -> np.dtype:
     return np.dtype(np.intp)
 
 
-def _call(name, d, **kw):
-    """``pyreduce.<name>`` on the simulator: its result or its ValueError, and the
+def _call(name, d, backend, **kw):
+    """``pyreduce.<name>`` on ``backend``: its result or its ValueError, and the
     RuntimeWarnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            got = getattr(pyreduce, name)(d, **on("sim"), **kw)
+            got = getattr(pyreduce, name)(d, **on(backend), **kw)
         except ValueError as e:
             got = e
     return got, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
@@ -114,8 +128,10 @@ def _expected(name, x, **kw):
     return want, {str(w.message).rstrip(".") for w in caught if "slice" in str(w.message)}
 
 
-def _check(name, x, d, **kw):
-    got, warned = _call(name, d, **kw)
+def _check(name, x, d, backend="sim", **kw):
+    """``pyreduce.<name>(d, **kw)`` of the device array ``d`` (``x`` on the host)
+    is NumPy's: values, dtype, warnings, error; an array of ``d``'s library."""
+    got, warned = _call(name, d, backend, **kw)
     want, numpy_warned = _expected(name, x, **kw)
     if isinstance(want, ValueError):
         assert isinstance(got, ValueError) and str(got) == str(want), (got, want)
@@ -126,10 +142,10 @@ def _check(name, x, d, **kw):
                                                                               numpy_warned)
     parts, wants = (got, want) if name == "minmax" else ((got,), (want,))
     for part, w in zip(parts, wants):
-        assert hasattr(part, "copy_to_host"), type(part)  # Numba in, Numba out
+        assert _library(part) == _library(d), type(part)  # CuPy in, CuPy out
         if name == "minmax" and x.dtype.kind == "c":  # NumPy's NaN pick differs
             continue
-        assert part.dtype == _result_dtype(name, x.dtype, kw.get("dtype"))
+        assert _host(part).dtype == _result_dtype(name, x.dtype, kw.get("dtype"))
         _close(part, w, x.dtype)
 
 
@@ -238,13 +254,15 @@ def test_device_result_of_a_host_input():
 def reads(monkeypatch):
     """Every device buffer the backends read back: ``(dtype, count)``."""
     seen = []
-    real = GeneratedBackend.read_array
+    real = {cls: cls.read_array for cls in (GeneratedBackend, CudaBackend)}
 
     def counting(self, buf, count, stream):
         seen.append((np.dtype(buf.dtype), count))
-        return real(self, buf, count, stream)
+        found = CudaBackend if isinstance(self, CudaBackend) else GeneratedBackend
+        return real[found](self, buf, count, stream)
 
     monkeypatch.setattr(GeneratedBackend, "read_array", counting)
+    monkeypatch.setattr(CudaBackend, "read_array", counting)
     return seen
 
 
@@ -282,3 +300,36 @@ def test_the_finishing_source_in_every_dialect(dialect, outputs, flagged):
     assert ("acc[i]['f2']" in source) and ("flags[0] = 1" in source) == flagged
     with pytest.raises(ValueError):
         finish_source(3, 3, False, d)
+
+
+@pytest.mark.gpu
+@pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
+@pytest.mark.parametrize("kind", ["cupy", "torch", "numba"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_on_a_gpu(kind, dtype, reads):
+    """The checks above on a real GPU, for the three libraries' arrays: every
+    reduction, axis and keepdims, results of the input's library, nothing but
+    the 4-byte flag read back."""
+    if "cuda" not in backends.available():
+        pytest.skip("no CUDA GPU in this process")
+    x = _data((6, 37, 5), dtype, 7)
+    x[0, :, 1] = np.nan if x.dtype.kind in "fc" else x[0, :, 1]
+    if kind == "numba":
+        from numba import cuda
+
+        d = cuda.to_device(x)
+    elif kind == "cupy":
+        d = pytest.importorskip("cupy").asarray(x)
+    else:
+        d = pytest.importorskip("torch").from_numpy(x).cuda()
+    for name in NAMES:
+        if name == "ptp" and np.dtype(dtype) == np.bool_:
+            continue
+        for axis in (0, 1, -1):
+            for keepdims in (False, True):
+                kw = {"axis": axis, "keepdims": keepdims}
+                if name in WITH_DDOF:
+                    kw["ddof"] = 1
+                _check(name, x, d, "cuda", **kw)
+    assert not [r for r in reads if r[0].names is not None], reads
+    assert {r for r in reads} <= {(np.dtype(np.int32), 1)}, reads
