@@ -2,16 +2,19 @@
 statistics, ``ptp``) along axes, and with ``keepdims=``, ``out=`` and ``dtype=``.
 
 Along axes that leave some out, every lane's accumulator comes from the batched
-kernels (:func:`pyreduce.manyvalues.reduce_axes_raw`; masked arrays and ``where=``
-through :mod:`pyreduce.masked` and :mod:`pyreduce.selection`), the element
-map's index counting within the lane, so an argmax's index is NumPy's index
-along the axis. The accumulators are finished on the host, all at once
-(:mod:`pyreduce.finishers`), cast to ``dtype=`` where given, and placed where
-every ``axis=`` result goes (:class:`pyreduce.manyvalues.Result`): ``out=``, else
-a device array of the input's library for a device input (or
-``device_result=True``), else a NumPy array. A reduction to one value with
-``keepdims``, ``out`` or ``dtype`` is the one value, shaped and placed the same
-way.
+kernels, the element map's index counting within the lane, so an argmax's
+index is NumPy's index along the axis. The accumulators are finished all at
+once by the monoid's finisher (:mod:`pyreduce.finishers`), cast to ``dtype=``
+where given, and placed where every ``axis=`` result goes
+(:class:`pyreduce.manyvalues.Result`): ``out=``, else a device array of the
+input's library for a device input (or ``device_result=True``), else a NumPy
+array. Where that is a device array and a GPU backend reduces, they are
+finished on the device, into it (:func:`pyreduce.manyvalues.reduce_axes_finished`):
+the accumulators never come to the host. Otherwise, and for masked arrays and
+``where=`` (gathered on the host through :mod:`pyreduce.masked` and
+:mod:`pyreduce.selection`), they are finished on the host. A reduction to one
+value with ``keepdims``, ``out`` or ``dtype`` is the one value, finished on
+the host, shaped and placed the same way.
 
 A masked array: mean, var and the other statistics of the unmasked elements of
 each lane, masked where a lane has none (as ``np.ma.mean(x, axis)``); the
@@ -42,9 +45,7 @@ def place(values, info: Input, keepdims_shape: tuple, dtype, out, device_result:
     ``dtype`` (None: as they are), shaped ``keepdims_shape`` and placed (see
     the module docstring); ``out`` a tuple of arrays where the values are."""
     parts = _results(values)
-    outs = out if isinstance(out, tuple) else (out,) * len(parts) if out is None else (out,)
-    if len(outs) != len(parts):
-        raise ValueError(f"out= must be a tuple of {len(parts)} arrays, one per result")
+    outs = manyvalues.result_outputs(out, len(parts))
     be = backends.get(backend, on_device=info.on_device)
     placed = []
     for part, o in zip(parts, outs):
@@ -68,21 +69,28 @@ def fill_masked(info: Input, fill) -> Input:
     return Input(info.dtype, info.shape, host=host)
 
 
-def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, backend: str, tuning,
-           stream, left_out=None):
-    """The finished values of the reduction of ``axes`` (normalised, not all of
-    them): an array of the result's shape (with ``keepdims``), or a tuple of
-    them, masked arrays for a masked input. ``left_out``: the elements
-    ``where=`` leaves out (:func:`pyreduce.selection.left_out`)."""
+def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype, out,
+           device_result: bool, backend: str, tuning, stream, left_out=None):
+    """The reduction of ``axes`` (normalised, not all of them) finished, cast to
+    ``dtype`` and placed (see the module docstring): an array of the result's
+    shape (with ``keepdims``), or a tuple of them, masked arrays for a masked
+    input. ``left_out``: the elements ``where=`` leaves out
+    (:func:`pyreduce.selection.left_out`)."""
+    if left_out is None and info.mask is None:
+        return manyvalues.reduce_axes_finished(info, monoid, axes, keepdims, dtype, out,
+                                               device_result, backend, tuning, stream)
     if left_out is not None:
         raw = selection.reduce(info, monoid, left_out, axes, keepdims, None, backend, tuning,
                                stream, False, None, raw=True)
-    elif info.mask is not None:
+    else:
         raw = masked.reduce(info, monoid, masked.NAMED, axes, keepdims, None, backend, tuning,
                             stream, False, None, raw=True)
-    else:
-        raw = manyvalues.reduce_axes_raw(info, monoid, axes, keepdims, None, backend, tuning,
-                                         stream)
+    shape = keepdims_shape(info.shape, axes, keepdims)
+    return place(_on_host(monoid, raw), info, shape, dtype, out, device_result, backend, stream)
+
+
+def _on_host(monoid: Monoid, raw):
+    """The accumulators ``raw`` (a record array, or a masked one) finished on the host."""
     if not isinstance(raw, np.ma.MaskedArray):
         return _finish(monoid, raw)
     lanes = np.ma.getmaskarray(raw)
@@ -96,7 +104,7 @@ def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, backend: st
 
 
 def _finish(monoid: Monoid, raw: np.ndarray):
-    return raw if monoid.finalize_array is None else monoid.finalize_array(raw)
+    return raw if monoid.finisher is None else monoid.finisher.array(raw)
 
 
 def _masked_like(finished, make):

@@ -163,11 +163,14 @@ class Executable:
         except IndexError:
             return pool, self.workspace()
 
-    def __call__(self, flat, stream, initial=None, out=None, offsets=None):
+    def __call__(self, flat, stream, initial=None, out=None, offsets=None, then=None):
         """Reduce the flat device array ``flat``: into ``out`` (a device buffer of
         the plan's outputs) if given, else return the value as a NumPy scalar (an
         array of ``schedule.outputs`` elements for a batched plan). ``offsets``
-        fills :data:`OFFSETS`."""
+        fills :data:`OFFSETS`. ``then``: nothing is read back; ``then(buffer)``
+        is called with the device buffer of the results (the workspace's, or
+        ``out``) while the workspace is held, to queue more work on ``stream``
+        that reads it (a finishing kernel), and its value is returned."""
         be = self.backend
         pool = ws = None
         with be.launch_context(self.plan.spec.warp):
@@ -183,6 +186,8 @@ class Executable:
                 dst = ws.buffers["result"] if out is None else out
                 for step in ws.steps:
                     step(flat, dst, stream, offsets)
+                if then is not None:
+                    return then(dst)
                 if out is not None:
                     return None
                 if self.schedule.outputs is None:

@@ -1,119 +1,286 @@
-"""The last step of a structured reduction to many values: an array of tuple
-accumulators (a record array, fields ``f0``, ``f1``, ...) made into the values a
-user sees, in NumPy's dtypes, all at once.
+"""The last step of a structured reduction: tuple accumulators made into the
+values a user sees, in NumPy's dtypes.
 
-Each finisher is the array form of a monoid's ``finalize``
-(:mod:`pyreduce.structured`), which finishes one accumulator; ``axis=``
-reductions (:mod:`pyreduce.along`) and ``keepdims``/``out=`` of a reduction to
-one value use these. Warnings are NumPy's, each given once per call however many
-results it concerns, as NumPy's reductions along an axis give them.
+Each finisher is written once, as a scalar function of one accumulator (a
+tuple of its fields) and ``ddof``, returning the result (minmax: the two
+results) and then a flag: True where the lane is one NumPy warns about or
+refuses (no elements, no degrees of freedom left). It is plain Python that
+Numba compiles, and it serves every place a structured reduction finishes:
+
+* one accumulator (a reduction to one value; ``Monoid.finalize``):
+  :meth:`Finisher.scalar`, the function run as Python;
+* a record array on the host (``axis=`` on the cpu backend, masked arrays,
+  ``where=``, host results of host inputs): :meth:`Finisher.array`, the
+  function in the ``njit`` loop of :mod:`pyreduce.finishing` (kept in the disk
+  cache; a few lanes are finished by the function run as Python, which costs
+  less than compiling it);
+* the accumulators on a GPU, whose results go to a device array: the same loop
+  as a kernel (:meth:`pyreduce.backends.base.GeneratedBackend.finish`),
+  writing straight into the result; only the flag comes back, and only where
+  it depends on the data (:attr:`Finisher.counted`).
+
+Warnings are NumPy's, each given once per call however many results it
+concerns, as NumPy's reductions along an axis give them (:meth:`Finisher.report`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import warnings
+from typing import Callable
 
 import numpy as np
 
+from . import diskcache, njitcache
 from .backends import _caller_level
+from .backends.opcheck import host_njit
+from .cache import KERNELS
+from .codegen import compile_module
+from .dtypes import fields
+from .finishing import finish_source
+from .opkey import function_key
 
-__all__ = ["index", "checked_index", "pair", "difference", "mean", "variance"]
+__all__ = ["Finisher", "index", "checked_index", "pair", "difference", "mean", "variance",
+           "PYTHON_LANES"]
+
+_INF = math.inf
+_NAN = math.nan
+
+#: Record arrays of at most this many lanes are finished by the scalar function
+#: run as Python (microseconds a lane) rather than compiled for them (a fraction
+#: of a second, once per finisher and dtypes).
+PYTHON_LANES = 64
 
 
-def _fields(acc: np.ndarray) -> list[np.ndarray]:
-    return [acc[name] for name in acc.dtype.names]
+# --- the scalar finishers: device code, plain Python that Numba compiles (no
+# helpers: a compiled function cannot call plain Python), and that runs as it is
+# on NumPy scalars in the simulator and for one value. They never divide by zero.
+
+def _index(acc, ddof):
+    """argmax/argmin: the last field, the index."""
+    return acc[-1], False
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, RuntimeWarning, stacklevel=_caller_level())
+def _checked_index(acc, ddof):
+    """nanargmax/nanargmin: the index; flagged (NumPy's ValueError) where no
+    element was a number (the count, second to last, is 0)."""
+    return acc[-1], acc[-2] == 0
 
 
-def index(acc: np.ndarray) -> np.ndarray:
-    """argmax/argmin: the last field, the index, as NumPy's ``intp``."""
-    return _fields(acc)[-1].astype(np.intp)
+def _pair(acc, ddof):
+    """minmax: ``(min, max)``."""
+    return acc[0], acc[1], False
 
 
-def checked_index(acc: np.ndarray) -> np.ndarray:
+def _complex_pair(acc, ddof):
+    """minmax of complex input, from ``(min.real, min.imag, max.real, max.imag)``."""
+    return complex(acc[0], acc[1]), complex(acc[2], acc[3]), False
+
+
+def _difference(acc, ddof):
+    """ptp: ``max - min`` (integers wrap when stored in their dtype, as NumPy's)."""
+    return acc[1] - acc[0], False
+
+
+def _complex_difference(acc, ddof):
+    return complex(acc[2], acc[3]) - complex(acc[0], acc[1]), False
+
+
+def _mean(acc, ddof):
+    """mean/nanmean of ``(count, sum)``: NaN, flagged, for no elements."""
+    if acc[0] > 0:
+        return acc[1] / acc[0], False
+    return _NAN, True
+
+
+def _complex_mean(acc, ddof):
+    """mean of ``(count, sum.real, sum.imag)``: a part that is infinite or NaN
+    makes the other NaN, as NumPy's division of the sum by the count does."""
+    if acc[0] > 0:
+        re, im = acc[1] / acc[0], acc[2] / acc[0]
+        if not (abs(re) < _INF and abs(im) < _INF):
+            re, im = re + im * 0.0, im - re * 0.0
+        return complex(re, im), False
+    return complex(_NAN, _NAN), True
+
+
+def _variance(nan_rule: bool, root: bool):
+    """var/std (nanvar/nanstd with ``nan_rule``) of ``(count, mean, m2)`` (or
+    ``(count, mean.real, mean.imag, m2)``): ``m2 / (count - ddof)``. No degrees of
+    freedom left is flagged and gives inf (NaN where ``m2`` is 0) as ``np.var``
+    divides, or NaN under ``nan_rule`` as ``np.nanvar`` gives; ``root``: the
+    square root (std)."""
+
+    def finish(acc, ddof):
+        dof = acc[0] - ddof
+        if dof > 0:
+            var = acc[-1] / dof
+            flagged = False
+        else:
+            var = _NAN if nan_rule or not acc[-1] > 0 else _INF
+            flagged = True
+        if root:
+            var = math.sqrt(var) if not var < 0.0 else _NAN
+        return var, flagged
+
+    return finish
+
+
+# --- the finishers
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Finisher:
+    """A scalar finisher ``fn(acc, ddof) -> (*results, flag)`` with what it
+    makes: ``outputs`` results per lane, each of ``dtype``; ``ddof`` passed to
+    it; ``message``, what a flagged lane means (NumPy's RuntimeWarning, or its
+    ValueError with ``error``); ``counted``, whether a lane's flag depends on
+    the data (its count of elements: the NaN-ignoring statistics), else it
+    depends only on the lane's number of elements (:meth:`flagged_at`)."""
+
+    name: str
+    fn: Callable
+    dtype: np.dtype
+    outputs: int = 1
+    ddof: float = 0.0
+    message: str | None = None
+    error: bool = False
+    counted: bool = False
+
+    @property
+    def key(self):
+        """What the compiled function depends on (``ddof`` is an argument)."""
+        return (function_key(self.fn), self.outputs, self.dtype.str)
+
+    def stores(self, dtype: np.dtype) -> bool:
+        """Whether the finishing kernel stores a result of ``dtype`` (a
+        ``dtype=``) as NumPy casts the finished values to it: its own dtype, or
+        a float or complex one. Casts to integers and bools (NaN and overflow
+        differ between NumPy and a GPU) and of complex values to real ones
+        are left to the host."""
+        return dtype == self.dtype or (
+            dtype.kind in "fc" and not (self.dtype.kind == "c" and dtype.kind == "f"))
+
+    def report(self, flagged) -> None:
+        """NumPy's warning, once, or its ValueError, where a lane was flagged."""
+        if not flagged or self.message is None:
+            return
+        if self.error:
+            raise ValueError(self.message)
+        warnings.warn(self.message, RuntimeWarning, stacklevel=_caller_level())
+
+    def python(self, acc, ddof):
+        """``fn`` run as Python (in the simulator's kernels too), without the
+        warnings of NumPy scalars' arithmetic (an integer wrapping, ``inf * 0``),
+        which compiled code does not give."""
+        with np.errstate(all="ignore"):
+            return self.fn(acc, ddof)
+
+    def _run(self, acc):
+        return self.python(acc, self.ddof)
+
+    def scalar(self, acc):
+        """One accumulator (a tuple, or a record) finished: a NumPy scalar of
+        ``dtype`` (a pair of them for two results), with the warning or error."""
+        *values, flagged = self._run(tuple(acc))
+        self.report(flagged)
+        cast = tuple(self.dtype.type(v) for v in values)
+        return cast if self.outputs > 1 else cast[0]
+
+    def flagged_at(self, count: int, acc_dtype: np.dtype) -> bool:
+        """Whether a lane of ``count`` elements, every one of them counted, is
+        flagged: the function on an accumulator of ``acc_dtype`` whose first
+        field (the count, in the finishers that flag) is ``count`` and the others
+        0. For finishers whose flag does not depend on the data (not
+        :attr:`counted`), so that no flag need come back from a GPU."""
+        probe = (count,) + (0,) * (len(fields(acc_dtype)) - 1)
+        return bool(self._run(probe)[-1])
+
+    def array(self, acc: np.ndarray):
+        """A record array of accumulators finished: an array of ``dtype`` of its
+        shape (a pair of them for two results), with the warning (once) or the error."""
+        acc = np.ascontiguousarray(acc)
+        flat = acc.reshape(-1)
+        outs = tuple(np.empty(flat.size, self.dtype) for _ in range(self.outputs))
+        flags = np.zeros(1, np.int32)
+        if flat.size > PYTHON_LANES:
+            self.host_loop(acc.dtype)(flat, *outs, flags, float(self.ddof))
+        else:
+            res_t = self.dtype.type
+            for i, record in enumerate(flat):
+                *values, flagged = self._run(tuple(record))
+                for out, value in zip(outs, values):
+                    out[i] = res_t(value)
+                flags[0] |= bool(flagged)
+        self.report(flags[0])
+        parts = tuple(out.reshape(acc.shape) for out in outs)
+        return parts if self.outputs > 1 else parts[0]
+
+    def host_loop(self, acc_dtype: np.dtype):
+        """The compiled loop (:func:`pyreduce.finishing.finish_source`) for
+        records of ``acc_dtype``, built once per process, kept in the disk cache."""
+
+        def build():
+            name, source = finish_source(len(fields(acc_dtype)), self.outputs, True)
+            namespace = {"njit": host_njit, "finish": host_njit(self.fn),
+                         "res_t": self.dtype.type}
+            compile_module(source, f"<pyreduce finisher {self.name}>", namespace)
+            try:
+                key = (source, diskcache.op_key(self.key))
+            except diskcache.Unkeyable:
+                key = None
+            return njitcache.attach(namespace[name], key,
+                                    f"the finisher of {self.name} ({self.dtype})")
+
+        return KERNELS.get(("cpu", "finisher", self.key, str(acc_dtype.descr)), build)
+
+
+def index() -> Finisher:
+    """argmax/argmin: the index, as NumPy's ``intp``."""
+    return Finisher("index", _index, np.dtype(np.intp))
+
+
+def checked_index() -> Finisher:
     """nanargmax/nanargmin: the index, or NumPy's ValueError where a result has
-    no element that is a number (the count field, second to last, is 0)."""
-    if (_fields(acc)[-2] == 0).any():
-        raise ValueError("All-NaN slice encountered")
-    return index(acc)
+    no element that is a number."""
+    return Finisher("checked index", _checked_index, np.dtype(np.intp),
+                    message="All-NaN slice encountered", error=True, counted=True)
 
 
-def pair(dtype: np.dtype):
-    """minmax: ``acc -> (min, max)``, arrays of ``dtype`` (complex: built from the
-    real and imaginary fields)."""
+def pair(dtype) -> Finisher:
+    """minmax: ``(min, max)``, of ``dtype`` (complex: from the real and
+    imaginary fields)."""
     dtype = np.dtype(dtype)
-
-    def finish(acc):
-        f = _fields(acc)
-        if dtype.kind != "c":
-            return f[0].astype(dtype), f[1].astype(dtype)
-        lo, hi = np.empty(f[0].shape, dtype), np.empty(f[0].shape, dtype)
-        lo.real, lo.imag, hi.real, hi.imag = f
-        return lo, hi
-
-    return finish
+    fn = _complex_pair if dtype.kind == "c" else _pair
+    return Finisher("minmax", fn, dtype, outputs=2)
 
 
-def difference(dtype: np.dtype):
-    """ptp: ``max - min`` of :func:`pair`'s arrays, subtracted by NumPy (integers
-    wrap, NaN propagates)."""
-    as_pair = pair(dtype)
-
-    def finish(acc):
-        lo, hi = as_pair(acc)
-        return np.subtract(hi, lo)
-
-    return finish
-
-
-def mean(dtype: np.dtype):
-    """mean/nanmean from ``(count, sum)`` or ``(count, sum.real, sum.imag)``: the
-    sum over the count, NaN where the count is 0 (NumPy's "Mean of empty slice"
-    warning); for complex input a non-finite part makes the other NaN, as NumPy's
-    division of the sum by the count does."""
+def difference(dtype) -> Finisher:
+    """ptp: ``max - min`` in ``dtype`` (integers wrap, NaN propagates)."""
     dtype = np.dtype(dtype)
-
-    def finish(acc):
-        f = _fields(acc)
-        empty = f[0] == 0
-        if empty.any():
-            _warn("Mean of empty slice")
-        with np.errstate(invalid="ignore", divide="ignore"):
-            parts = [part / f[0] for part in f[1:]]
-        if len(f) == 2:
-            return np.where(empty, np.nan, parts[0]).astype(dtype)
-        re, im = parts
-        bad = ~(np.isfinite(re) & np.isfinite(im))
-        with np.errstate(invalid="ignore"):
-            re, im = (np.where(bad, re + im * 0.0, re), np.where(bad, im - re * 0.0, im))
-        out = np.empty(re.shape, dtype)
-        out.real = np.where(empty, np.nan, re)
-        out.imag = np.where(empty, np.nan, im)
-        return out
-
-    return finish
+    fn = _complex_difference if dtype.kind == "c" else _difference
+    return Finisher("ptp", fn, dtype)
 
 
-def variance(dtype: np.dtype, ddof, nan_rule: bool = False, root: bool = False):
-    """var/std (nanvar/nanstd with ``nan_rule``): ``m2 / (count - ddof)``, the last
-    field over the first. No degrees of freedom left gives inf (NaN where ``m2``
-    is 0) as ``np.var`` divides, or NaN under ``nan_rule`` as ``np.nanvar``
-    gives, with NumPy's warning; ``root``: the square root (std)."""
+def mean(dtype, counted: bool = False) -> Finisher:
+    """mean/nanmean (``counted``: NaN skipped, so a lane may count none) from
+    ``(count, sum)`` or ``(count, sum.real, sum.imag)``: the sum over the
+    count, NaN where the count is 0 (NumPy's "Mean of empty slice")."""
     dtype = np.dtype(dtype)
+    fn = _complex_mean if dtype.kind == "c" else _mean
+    return Finisher("mean", fn, dtype, message="Mean of empty slice", counted=counted)
 
-    def finish(acc):
-        f = _fields(acc)
-        dof = f[0] - ddof
-        none_left = dof <= 0
-        if none_left.any():
-            _warn("Degrees of freedom <= 0 for slice")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            var = f[-1] / np.where(none_left, 1.0, dof)
-        fill = np.nan if nan_rule else np.where(f[-1] > 0, np.inf, np.nan)
-        var = np.where(none_left, fill, var)
-        return (np.sqrt(var) if root else var).astype(dtype)
 
-    return finish
+def variance(dtype, ddof, nan_rule: bool = False, root: bool = False,
+             counted: bool = False) -> Finisher:
+    """var/std (nanvar/nanstd with ``nan_rule``; ``counted``: NaN skipped):
+    ``m2 / (count - ddof)``, the last field over the first (see :func:`_variance`),
+    with NumPy's "Degrees of freedom <= 0 for slice"; ``root``: std."""
+    return Finisher("std" if root else "var", _VARIANCE[nan_rule, root], np.dtype(dtype),
+                    ddof=float(ddof), message="Degrees of freedom <= 0 for slice",
+                    counted=counted)
+
+
+#: one function per rule, made once: kernels are cached by the function's key
+_VARIANCE = {(n, r): _variance(n, r) for n in (False, True) for r in (False, True)}

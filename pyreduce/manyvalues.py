@@ -20,7 +20,10 @@ kernels write a tuple accumulator's results to a record array (dtype fields
 NumPy arrays, one per field (:func:`as_fields`), as the full reduction with
 ``keepdims=True`` gives them, and ``out=`` and ``device_result=True`` do not
 apply. :func:`reduce_axes_raw` returns the record array itself, for reductions
-that finish their accumulators on the host (``Monoid.finalize``).
+that finish their accumulators on the host. The structured reductions
+(:func:`reduce_axes_finished`) finish them where the results go: on a GPU, for
+a result on the device, the record array stays there and a finishing kernel
+(:mod:`pyreduce.finishing`) reads it and writes the results in place.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
 
 __all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_axes_raw",
+           "reduce_axes_finished", "result_outputs",
            "reduce_segments", "device_layout", "validate_offsets", "as_fields", "filled",
            "check_no_finish", "check_tuple_outputs"]
 
@@ -210,12 +214,20 @@ def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, bac
     if be.name == "cpu":
         return Batched(be, lambda: result.host(
             be.reduce_axes(_host_input(info), monoid, axes, initial)))
-    device = be.device(tuning.warp_size)
-    src, d = device_layout(be, info, axes, stream)
-    plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning,
-                        initial is not None, be.alignment(src), monoid.map is not None)
+    device, src, plan = _strided_plan(be, info, monoid, axes, tuning, stream,
+                                      initial is not None)
     return Batched(be, lambda: result.launch(be.executable(plan, monoid, device), src, initial),
                    device, plan, monoid)
+
+
+def _strided_plan(be, info, monoid: Monoid, axes: tuple, tuning, stream, initial: bool):
+    """``(device, src, plan)``: the device, the input there (:func:`device_layout`)
+    and the batched plan of the reduction of ``axes`` on a GPU backend."""
+    device = be.device(tuning.warp_size)
+    src, d = device_layout(be, info, axes, stream)
+    plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning, initial,
+                        be.alignment(src), monoid.map is not None)
+    return device, src, plan
 
 
 def reduce_axes(*args) -> object:
@@ -246,6 +258,62 @@ def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, 
                          "with pyreduce.masked.reduce(..., raw=True)")
     return prepare_axes(info, monoid, axes, keepdims, initial, backend_name, tuning, stream,
                         False, None, raw=True).run()
+
+
+def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtype, out,
+                         device_result: bool, backend_name, tuning, stream):
+    """A structured reduction of ``axes`` (normalised, not all of them) of the
+    inspected, unmasked input ``info``: every lane's accumulator finished by
+    ``monoid.finisher`` (:class:`pyreduce.finishers.Finisher`), cast to
+    ``dtype`` (None: the finisher's) and placed as every result is
+    (:class:`Result`); an array, or a tuple of them (minmax; ``out`` a tuple).
+
+    Where the results go to a device (a device input's, ``device_result=True``,
+    a device ``out=``) and a GPU backend reduces, the accumulators never leave
+    it: the finishing kernel reads them where the kernels wrote them and writes
+    the results in place (:meth:`pyreduce.backends.base.GeneratedBackend.finish`),
+    and only a flag comes back, where a lane's emptiness depends on the data
+    (the NaN-ignoring statistics); a ``dtype=`` the kernel does not store as
+    NumPy casts (see :meth:`~pyreduce.finishers.Finisher.stores`) is cast on
+    the host. Otherwise the accumulators come to the host
+    (:func:`reduce_axes_raw`) and are finished there. NumPy's warning for an
+    empty lane is given once either way; its ValueError (nanargmax of an
+    all-NaN lane) comes after the finishing kernel has written the other lanes
+    into a device ``out=``."""
+    fin = monoid.finisher
+    be = backends.get(backend_name, on_device=info.on_device)
+    on = be.launch_stream(stream, info)
+    shape = result_shape(info.shape, axes, keepdims)
+    want = fin.dtype if dtype is None else np.dtype(dtype)
+    results = [Result(be, want, shape, info, o, device_result, on)
+               for o in result_outputs(out, fin.outputs)]
+    K = math.prod(info.shape[a] for a in axes)
+    if (be.name == "cpu" or K == 0 or info.size == 0 or not fin.stores(want)
+            or any(r.buffer is None for r in results)):
+        values = fin.array(reduce_axes_raw(info, monoid, axes, keepdims, None, backend_name,
+                                           tuning, stream))
+        parts = values if fin.outputs > 1 else (values,)
+        placed = tuple(r.host(v) for r, v in zip(results, parts))
+        return placed if fin.outputs > 1 else placed[0]
+    device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
+    count = math.prod(shape)
+
+    def finish(acc):
+        return be.finish(fin, acc, [r.buffer for r in results], count, on, fin.counted)
+
+    flagged = be.executable(plan, monoid, device)(src, on, then=finish)
+    fin.report(flagged if fin.counted else fin.flagged_at(K, monoid.dtype))
+    users = tuple(r.user for r in results)
+    return users if fin.outputs > 1 else users[0]
+
+
+def result_outputs(out, count: int) -> tuple:
+    """``out=`` as one entry per result (``count``: minmax has two, and its
+    ``out`` is a tuple of two arrays); Nones where it is not given."""
+    outs = out if isinstance(out, tuple) else (out,) * count if out is None else (out,)
+    if len(outs) != count:
+        raise ValueError(f"out= must be a tuple of {count} arrays, one per result")
+    return outs
 
 
 def check_no_finish(monoid: Monoid) -> None:

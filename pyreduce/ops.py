@@ -232,9 +232,11 @@ class Monoid:
     #: the accumulator as the user sees the result (argmax: its index; mean: the
     #: sum over the count), applied on the host; None: as it is
     finalize: Callable | None = None
-    #: the same last step for an array of accumulators (a record array for a
-    #: tuple), all at once (:mod:`pyreduce.finishers`); None: returned as it is
-    finalize_array: Callable | None = None
+    #: the last step of a structured reduction written once, as a scalar
+    #: function that Numba compiles (a :class:`pyreduce.finishers.Finisher`):
+    #: what finishes an array of accumulators (a record array), on the host or
+    #: on a GPU; None: returned as it is
+    finisher: Any = None
     #: the accumulated value of a host array computed by NumPy (the cpu backend's
     #: fast path for built-in reductions); None: the generated folds
     host: Callable | None = None

@@ -1,6 +1,6 @@
 """The structured reductions, on tuple accumulators (:mod:`pyreduce.structured`)
 and with NumPy's keywords: ``argmax``, ``argmin``, ``minmax``, ``mean``,
-``var`` and ``std``; along axes finished on the host (:mod:`pyreduce.along`).
+``var`` and ``std``; along axes finished where the results go (:mod:`pyreduce.along`).
 Their NaN-ignoring counterparts build on them (:mod:`pyreduce.nanstats`)."""
 
 from __future__ import annotations
@@ -65,9 +65,8 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         info = along.fill_masked(info, fill(info.dtype))
     left_out = selection.left_out(where, info.shape) if where is not True else None
     tuning = kwargs.get("tuning", _DEFAULT_TUNING)
-    values = along.reduce(info, m, axes, keepdims, backend, tuning, stream, left_out)
-    return along.place(values, info, along.keepdims_shape(info.shape, axes, keepdims), dtype,
-                       out, device_result, backend, stream)
+    return along.reduce(info, m, axes, keepdims, dtype, out, device_result, backend, tuning,
+                        stream, left_out)
 
 
 def _cast(value, dtype):

@@ -1,10 +1,11 @@
 """Reductions whose accumulator is more than one value, and the NaN-ignoring sums.
 
 Each is an ordinary :class:`~pyreduce.ops.Monoid`: an element map, an op over
-tuples, an identity and a last step on the host, written as plain Python that
-every backend compiles, so they run on every backend and every warp-shuffle
-variant like a user's own tuple op. A tuple's fields are real, so a complex
-input travels as its real and imaginary parts, with ops of its own.
+tuples, an identity and a last step (:mod:`pyreduce.finishers`: on the device
+or the host), written as plain Python that every backend compiles, so they run
+on every backend and every warp-shuffle variant like a user's own tuple op. A
+tuple's fields are real, so a complex input travels as its real and imaginary
+parts, with ops of its own.
 
 ``argmax``/``argmin``
     ``(value, index)``, or ``(real, imag, index)``; the op keeps the larger
@@ -50,12 +51,10 @@ import dataclasses
 import functools
 import math
 import numbers
-import warnings
 
 import numpy as np
 
 from . import finishers
-from .backends import _caller_level
 from .dtypes import (
     check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
 )
@@ -287,10 +286,11 @@ def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg) -> Monoid:
             i = int(numpy_arg(x))
             return (x.flat[i], i)
 
+    finisher = finishers.index()
     return Monoid(
         name=name, fn=op, dtype=tuple_dtype(fields), identity=None,
         commutative=True, key=_key(name, op, fmap), empty_ok=False, map=fmap,
-        finalize=lambda acc: acc[-1], finalize_array=finishers.index, host=host,
+        finalize=finisher.scalar, finisher=finisher, host=host,
     )
 
 
@@ -315,21 +315,21 @@ def minmax_monoid(dtype: np.dtype) -> Monoid:
             name="minmax", fn=_minmax_op, dtype=tuple_dtype([dt, dt]), identity=None,
             commutative=True, key=_key("minmax", _minmax_op, _pair_map), empty_ok=False,
             map=_pair_map, host=lambda x: (np.min(x), np.max(x)),
-            finalize_array=finishers.pair(dt),
+            finisher=finishers.pair(dt),  # one value: the tuple as it is (no finalize)
         )
 
     def host(x):
         lo, hi = np.min(x), np.max(x)
         return (lo.real, lo.imag, hi.real, hi.imag)
 
+    finisher = finishers.pair(dt)
+
     return Monoid(
         name="minmax", fn=_complex_minmax_op, dtype=tuple_dtype([_parts(dt)] * 4),
         identity=None, commutative=False,
         key=_key("minmax", _complex_minmax_op, _complex_pair_map), empty_ok=False,
         map=_complex_pair_map, host=host,
-        finalize=lambda acc: (dt.type(complex(acc[0], acc[1])),
-                              dt.type(complex(acc[2], acc[3]))),
-        finalize_array=finishers.pair(dt),
+        finalize=finisher.scalar, finisher=finisher,
     )
 
 
@@ -389,10 +389,7 @@ def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
     else:
         op, width = _sums_op, 2
         fmap = _nan_sum_map if skip_nan else _sum_map
-    out = mean_dtype(dtype).type
-
-    def finalize(acc):
-        return out(_mean(acc))
+    finisher = finishers.mean(mean_dtype(dtype), counted=skip_nan)
 
     def host(x):
         if skip_nan:
@@ -403,8 +400,8 @@ def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
         identity=(f8(0),) * width, commutative=True,
-        key=_key("sums", op, fmap), map=fmap, finalize=finalize,
-        finalize_array=finishers.mean(out), host=host,
+        key=_key("sums", op, fmap), map=fmap, finalize=finisher.scalar,
+        finisher=finisher, host=host,
     )
 
 
@@ -423,14 +420,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
         if skip_nan:
             fmap = _nan_moments_map
     plain = statistic.removeprefix("nan")
-    out = var_dtype(dtype).type
-    nan_rule = statistic != plain
-
-    def finalize(acc):
-        var = _variance(float(acc[0]), float(acc[-1]), ddof, nan_rule)
-        return out(var if plain == "var" else math.sqrt(var))
-
-    finalize_array = finishers.variance(out, ddof, nan_rule, root=plain == "std")
+    finisher = finishers.variance(var_dtype(dtype), ddof, nan_rule=statistic != plain,
+                                  root=plain == "std", counted=skip_nan)
 
     def host(x):
         if skip_nan:
@@ -445,41 +436,9 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
         identity=(f8(0),) * width, commutative=True,
-        key=_key("moments", op, fmap), map=fmap, finalize=finalize,
-        finalize_array=finalize_array, host=host,
+        key=_key("moments", op, fmap), map=fmap, finalize=finisher.scalar,
+        finisher=finisher, host=host,
     )
-
-
-def _mean(acc):
-    """The mean of a ``(count, sum)`` or ``(count, sum.real, sum.imag)`` summary
-    as NumPy gives it: NaN for no elements (with NumPy's warning); for complex
-    input, a part that is infinite or NaN makes the other NaN, as NumPy's
-    division of the sum by the count does."""
-    if acc[0] == 0:
-        _warn("Mean of empty slice")
-    if len(acc) == 2:
-        return float(acc[1]) / float(acc[0]) if acc[0] > 0 else _NAN
-    if acc[0] == 0:
-        return complex(_NAN, _NAN)
-    re, im = float(acc[1]) / float(acc[0]), float(acc[2]) / float(acc[0])
-    if not (math.isfinite(re) and math.isfinite(im)):
-        re, im = re + im * 0.0, im - re * 0.0
-    return complex(re, im)
-
-
-def _variance(n: float, m2: float, ddof, nan_rule: bool = False) -> float:
-    """``m2 / (n - ddof)`` as ``np.var`` divides: by ``max(n - ddof, 0)``, so that no
-    degrees of freedom give inf (NaN where ``m2`` is 0), with NumPy's warning;
-    ``nan_rule``: NaN for no degrees of freedom, as ``np.nanvar`` gives."""
-    dof = n - ddof
-    if dof > 0:
-        return m2 / dof
-    _warn("Degrees of freedom <= 0 for slice")
-    return _INF if m2 > 0 and not nan_rule else _NAN
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, RuntimeWarning, stacklevel=_caller_level())
 
 
 def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
@@ -579,14 +538,6 @@ def _nonzero(i, v):
     return 1 if v != 0 else 0
 
 
-def _all_nan_check(acc):
-    """The index of a nanargmax/nanargmin accumulator, or NumPy's ValueError
-    when no element was a number."""
-    if acc[-2] == 0:
-        raise ValueError("All-NaN slice encountered")
-    return acc[-1]
-
-
 def _nanarg(name, plain, op, complex_op, fmap, complex_map, dtype, fill, numpy_arg):
     dt = default_accumulator(check_dtype(dtype))
     if element(dt).kind not in "fc":  # no NaN: argmax's monoid, as NumPy does
@@ -608,10 +559,11 @@ def _nanarg(name, plain, op, complex_op, fmap, complex_map, dtype, fill, numpy_a
         i = int(numpy_arg(y))
         return value(y, i) + (int(x.size - np.count_nonzero(nan)), i)
 
+    finisher = finishers.checked_index()
     return Monoid(
         name=name, fn=op, dtype=tuple_dtype(fields), identity=None, commutative=True,
-        key=_key(name, op, fmap), empty_ok=False, map=fmap, finalize=_all_nan_check,
-        finalize_array=finishers.checked_index, host=host,
+        key=_key(name, op, fmap), empty_ok=False, map=fmap, finalize=finisher.scalar,
+        finisher=finisher, host=host,
     )
 
 
@@ -638,15 +590,9 @@ def ptp_monoid(dtype: np.dtype) -> Monoid:
     if dt.kind == "b":
         raise TypeError("ptp of a bool array: NumPy defines no subtraction of booleans "
                         "(np.ptp raises too); use max(x) ^ min(x) or cast to an integer")
-    pair = minmax_monoid(dt)
-    as_pair = pair.finalize or tuple
-
-    def finalize(acc):
-        lo, hi = as_pair(acc)
-        return np.subtract(hi, lo)
-
-    return dataclasses.replace(pair, name="ptp", finalize=finalize,
-                               finalize_array=finishers.difference(default_accumulator(dt)))
+    finisher = finishers.difference(default_accumulator(dt))
+    return dataclasses.replace(minmax_monoid(dt), name="ptp", finalize=finisher.scalar,
+                               finisher=finisher)
 
 
 @functools.lru_cache(maxsize=64)

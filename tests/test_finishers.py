@@ -1,8 +1,12 @@
-"""pyreduce.finishers: each structured monoid's array finisher gives, for every
-accumulator of a record array, what its one-value ``finalize`` gives (values,
-dtype, NaN and infinity rules, warnings, errors), on accumulators that the
-monoids' own host summaries make from random slices, empty and all-NaN ones
-included."""
+"""pyreduce.finishers: each structured monoid's finisher, one scalar function
+run three ways (as Python on one accumulator: ``finalize``; compiled in the
+host's ``njit`` loop, and as Python for a few lanes: ``Finisher.array``; in the
+finishing kernel, here in the simulator), gives for every accumulator of a
+record array what ``finalize`` gives one by one (values, dtype, NaN and
+infinity rules, warnings once, errors), on accumulators that the monoids' own
+host summaries make from random slices, empty and all-NaN ones included. The
+finishers against NumPy itself: tests/test_device_finish.py and the
+structured tests."""
 
 from __future__ import annotations
 
@@ -13,8 +17,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyreduce import structured
+from conftest import examples
+
+from pyreduce import backends, finishers, structured
 from pyreduce.dtypes import as_value
+
+#: how an array of accumulators is finished
+FORMS = ["python", "compiled", "sim kernel"]
+
+
+def _finish(form, monoid, records, monkeypatch):
+    """``monoid.finisher`` over ``records`` the way ``form`` names."""
+    fin = monoid.finisher
+    if form != "sim kernel":
+        monkeypatch.setattr(finishers, "PYTHON_LANES", 10**9 if form == "python" else -1)
+        return fin.array(records)
+    if "sim" not in backends.available():
+        pytest.skip("the simulator is not enabled")
+    from numba import cuda
+
+    be = backends.get("sim")
+    n = records.size
+    outs = [cuda.device_array(n, fin.dtype) for _ in range(fin.outputs)]
+    fin.report(be.finish(fin, cuda.to_device(records), outs, n, 0, True))
+    parts = tuple(o.copy_to_host() for o in outs)
+    return parts if fin.outputs > 1 else parts[0]
 
 REALS = [np.float32, np.float64, np.int8, np.int64, np.uint16]
 ALL = REALS + [np.complex64, np.complex128]
@@ -63,11 +90,13 @@ def _same(a, b) -> bool:
     return a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=True))
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("name", sorted(MONOIDS))
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), lanes=st.integers(1, 12))
-def test_the_array_finisher_is_finalize_of_each_accumulator(name, dtype, seed, lanes):
+def test_the_array_finisher_is_finalize_of_each_accumulator(name, dtype, form, seed, lanes,
+                                                           monkeypatch):
     if name == "ptp" and np.dtype(dtype).kind == "b":
         return
     monoid = MONOIDS[name](np.dtype(dtype))
@@ -86,11 +115,11 @@ def test_the_array_finisher_is_finalize_of_each_accumulator(name, dtype, seed, l
             error = str(e)
     if error is not None:  # nanargmax of an all-NaN lane
         with pytest.raises(ValueError, match=error):
-            monoid.finalize_array(records)
+            _finish(form, monoid, records, monkeypatch)
         return
     with warnings.catch_warnings(record=True) as at_once:
         warnings.simplefilter("always")
-        got = monoid.finalize_array(records)
+        got = _finish(form, monoid, records, monkeypatch)
     got = got if isinstance(got, tuple) else (got,)
     assert len(got) == len(expected[0])
     for k, field in enumerate(got):
@@ -108,6 +137,6 @@ def test_the_array_finisher_is_finalize_of_each_accumulator(name, dtype, seed, l
 def test_indices_are_intp(dtype):
     monoid = structured.argmax_monoid(np.dtype(dtype))
     records = np.array([tuple(monoid.host(np.arange(3).astype(dtype)))], dtype=monoid.dtype)
-    got = monoid.finalize_array(records)
+    got = monoid.finisher.array(records)
     assert got.dtype == np.intp and got.tolist() == [2]
     assert as_value(records[0], monoid.dtype)[-1] == 2

@@ -21,7 +21,8 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import Kernel, compile_module
 from ..driver import Executable, resolve
-from ..dtypes import carrier, fields, is_bfloat16, is_tuple
+from ..dtypes import carrier, code, fields, is_bfloat16, is_tuple
+from ..finishing import finish_source
 from ..flatten import gather_source
 from ..forks import renew_in_child
 from ..interop import inspect
@@ -243,7 +244,48 @@ class GeneratedBackend:
 
         return KERNELS.get((self.name, "gather", ndim), build)
 
-    #: the gather kernel's block size and most blocks
+    # --- finishing a structured reduction's accumulators (pyreduce.finishers)
+
+    def _device_finisher(self, finisher):
+        """The scalar finisher as the finishing kernel calls it, one compiled
+        function per finisher."""
+        return KERNELS.get((self.name, "finisher", finisher.key),
+                           lambda: self.gpu.jit(device=True)(finisher.fn))
+
+    def finish_kernel(self, finisher, acc_dtype: np.dtype, flagged: bool) -> Kernel:
+        """The finishing kernel (:func:`pyreduce.finishing.finish_source`) of
+        ``finisher`` over records of ``acc_dtype``; ``flagged``: it sets a flag."""
+        def build():
+            name, source = finish_source(len(fields(acc_dtype)), finisher.outputs, flagged,
+                                         self.dialect)
+            filename = f"<pyreduce finisher {finisher.name} {code(acc_dtype)} ({self.name})>"
+
+            def make():
+                namespace = {"gpu": self.gpu, "finish": self._device_finisher(finisher),
+                             "res_t": finisher.dtype.type}
+                return compile_module(source, filename, namespace)[name]
+
+            return Kernel(None, name, source, filename, make,
+                          cache_launchers=self.name != "sim")
+
+        return KERNELS.get((self.name, "finish", finisher.key, str(acc_dtype.descr), flagged),
+                           build)
+
+    def finish(self, finisher, acc, outs, count: int, stream, flagged: bool) -> bool:
+        """Queue on ``stream`` the finishing of the ``count`` accumulators in the
+        device buffer ``acc`` into the device buffers ``outs`` (one per result).
+        ``flagged``: read back whether a lane was flagged (4 bytes; this waits for
+        the stream), else return False without waiting."""
+        kernel = self.finish_kernel(finisher, acc.dtype, flagged)
+        flags = self.allocate(1, np.int32, zeroed=True) if flagged else None
+        args = (self.slice(acc, 0, count), *outs) + ((flags,) if flagged else ())
+        block = self.gather_block
+        grid = min(-(-count // block), self.gather_grid)
+        with self.launch_context(self.device().warp):
+            self.launch(kernel, grid, block, stream, args + (float(finisher.ddof),))
+        return bool(self.read_array(flags, 1, stream)[0]) if flagged else False
+
+    #: the gather and finishing kernels' block size and most blocks
     gather_block, gather_grid = 256, 1024
 
     def _gather(self, arr, stream):

@@ -140,6 +140,12 @@ class SimBackend(NumbaCudaBackend):
 
     gather_block, gather_grid = 32, 2  # each simulated thread is a Python thread
 
+    def _device_finisher(self, finisher):
+        """The scalar finisher as Python, like the op: on NumPy scalars, without
+        the warnings of their arithmetic that compiled code does not give
+        (:meth:`pyreduce.finishers.Finisher.python`)."""
+        return finisher.python
+
     def _device_map(self, monoid):
         """The element map as Python, like the op."""
         return frozen(monoid.map)
@@ -184,10 +190,15 @@ class CudaBackend(NumbaCudaBackend):
         """A launch through Numba's dispatcher, for kernels outside a plan (the
         scans of :mod:`pyreduce.prefix`): this backend's buffers, views of raw
         device memory, reach it as Numba arrays."""
-        args = [self.cuda.as_cuda_array(ArrayInterface(
-                    DeviceFields(a.ptr, (a.size,), (a.stride,), a.dtype, None), a.owner))
-                if isinstance(a, DeviceView) else a for a in args]
+        args = [self._numba_array(a) if isinstance(a, DeviceView) else a for a in args]
         super().launch(kernel, grid, block, self._numba_stream(stream), args)
+
+    def _numba_array(self, view: DeviceView):
+        """A view as a Numba array: of its dtype, records included (the CUDA
+        Array Interface's ``typestr`` of a record is raw bytes, ``V<size>``)."""
+        arr = self.cuda.as_cuda_array(ArrayInterface(
+            DeviceFields(view.ptr, (view.size,), (view.stride,), view.dtype, None), view.owner))
+        return arr.view(view.dtype) if view.dtype.names is not None else arr
 
     def express(self, call, device: int):
         return express(self, call, device)

@@ -1,0 +1,335 @@
+"""The structured reductions along axes of device inputs, finished on the device
+(pyreduce.manyvalues.reduce_axes_finished, the finishing kernel of
+pyreduce.finishing): Numba device arrays in the simulator against NumPy, for
+every structured reduction, every kind of axis, keepdims, out= and dtype=,
+ddof, empty and all-NaN lanes (NumPy's warnings once, its ValueError), and
+every input dtype; and that no accumulator comes back to the host on the way.
+
+On a GPU machine (``NUMBA_ENABLE_CUDASIM=0``) the simulator's tests skip and
+the ``gpu`` test at the end makes the same checks for CuPy, PyTorch and Numba
+arrays on the ``cuda`` backend."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyreduce
+from pyreduce import backends, structured
+from pyreduce.backends.base import GeneratedBackend
+from pyreduce.backends.numba_cuda import CudaBackend
+from pyreduce.dtypes import default_accumulator
+
+from conftest import examples
+from oracles import on
+
+NAMES = ["mean", "var", "std", "nanmean", "nanvar", "nanstd", "argmax", "argmin", "ptp",
+         "minmax", "nanargmax", "nanargmin"]
+MOMENTS = {"mean", "var", "std", "nanmean", "nanvar", "nanstd"}
+WITH_DDOF = {"var", "std", "nanvar", "nanstd"}
+DTYPES = [np.float16, np.float32, np.float64, np.int16, np.uint8, np.int64, np.complex64,
+          np.complex128, np.bool_]
+#: shapes and the axes drawn for them: the first, the last (as -1), the middle
+SHAPES = [(7,), (5, 33), (3, 9, 4)]
+
+
+def _cuda():
+    if "sim" not in backends.available():
+        pytest.skip("the simulator is not enabled")
+    from numba import cuda
+
+    return cuda
+
+
+def _data(shape, dtype, seed, nan_share=0.1):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, shape).astype(np.float64)  # small values: ties
+    dt = np.dtype(dtype)
+    if dt.kind in "fc":
+        x[rng.random(shape) < nan_share] = np.nan
+    if dt.kind == "c":
+        x = x + 1j * rng.integers(-2, 3, shape)
+    if dt.kind == "u":
+        x = np.abs(x) * 40  # 0..120: ptp's differences stay in range, sums do not wrap
+    return x.astype(dtype)
+
+
+def _numpy(name, x, **kw):
+    """NumPy's result, the statistics computed from float64 (complex128) values
+    as pyreduce's float64 accumulators do."""
+    if name in MOMENTS:
+        x = x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+    if name == "minmax":
+        return np.min(x, **kw), np.max(x, **kw)
+    return getattr(np, name)(x, **kw)
+
+
+def _host(r) -> np.ndarray:
+    """A device result on the host: CuPy's, PyTorch's or Numba's."""
+    if hasattr(r, "copy_to_host"):
+        return r.copy_to_host()
+    if hasattr(r, "get"):
+        return r.get()
+    return r.cpu().numpy()
+
+
+def _library(r) -> str:
+    return type(r).__module__.split(".")[0]
+
+
+def _close(got, want, dtype):
+    got = _host(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if got.dtype.kind in "iub":
+        assert np.array_equal(got, want), (got, want)
+        return
+    tol = {np.dtype(np.float16): 1e-3}.get(np.dtype(dtype), 1e-5)
+    assert np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True), (got, want)
+
+
+def _result_dtype(name, dtype, given=None) -> np.dtype:
+    """pyreduce's documented result dtype (docs/semantics.md): NumPy's, except
+    that half precision gives float32."""
+    if given is not None:
+        return np.dtype(given)
+    if name in ("mean", "nanmean"):
+        return structured.mean_dtype(dtype)
+    if name in MOMENTS:
+        return structured.var_dtype(dtype)
+    if name in ("minmax", "ptp"):
+        return default_accumulator(np.dtype(dtype))
+    return np.dtype(np.intp)
+
+
+def _call(name, d, backend, **kw):
+    """``pyreduce.<name>`` on ``backend``: its result or its ValueError, and the
+    RuntimeWarnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got = getattr(pyreduce, name)(d, **on(backend), **kw)
+        except ValueError as e:
+            got = e
+    return got, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def _expected(name, x, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            want = _numpy(name, x, **kw)
+        except ValueError as e:
+            want = e
+    return want, {str(w.message).rstrip(".") for w in caught if "slice" in str(w.message)}
+
+
+def _check(name, x, d, backend="sim", **kw):
+    """``pyreduce.<name>(d, **kw)`` of the device array ``d`` (``x`` on the host)
+    is NumPy's: values, dtype, warnings, error; an array of ``d``'s library."""
+    got, warned = _call(name, d, backend, **kw)
+    want, numpy_warned = _expected(name, x, **kw)
+    if isinstance(want, ValueError):
+        assert isinstance(got, ValueError) and str(got) == str(want), (got, want)
+        return
+    assert not isinstance(got, ValueError), got
+    # NumPy's warnings, each once for the whole call (NumPy's nanvar ends in a full stop)
+    assert set(warned) == numpy_warned and len(warned) == len(numpy_warned), (warned,
+                                                                              numpy_warned)
+    parts, wants = (got, want) if name == "minmax" else ((got,), (want,))
+    for part, w in zip(parts, wants):
+        assert _library(part) == _library(d), type(part)  # CuPy in, CuPy out
+        if name == "minmax" and x.dtype.kind == "c":  # NumPy's NaN pick differs
+            continue
+        assert _host(part).dtype == _result_dtype(name, x.dtype, kw.get("dtype"))
+        _close(part, w, x.dtype)
+
+
+@pytest.mark.sim
+@settings(max_examples=examples(10), deadline=None)
+@given(shape=st.sampled_from(SHAPES), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2**31), data=st.data())
+def test_every_structured_reduction_of_a_device_array_as_numpy(shape, dtype, seed, data):
+    cuda = _cuda()
+    x = _data(shape, dtype, seed)
+    d = cuda.to_device(x)
+    axis = data.draw(st.sampled_from(sorted({0, -1, len(shape) // 2})), label="axis")
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    if len(shape) == 1:  # one value: not this path, but the same answers
+        keepdims = True
+    ddof = data.draw(st.integers(0, 2), label="ddof")
+    for name in NAMES:
+        if name == "ptp" and np.dtype(dtype) == np.bool_:
+            continue
+        kw = {"axis": axis, "keepdims": keepdims}
+        if name in WITH_DDOF:
+            kw["ddof"] = ddof
+        _check(name, x, d, **kw)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", sorted(MOMENTS))
+def test_empty_lanes_warn_once(name):
+    """All-NaN lanes (the nan statistics: the flag comes back), ddof >= n (var,
+    std: known from the lane length) and lanes of no elements (the host path)."""
+    cuda = _cuda()
+    x = _data((4, 6), np.float64, 1)
+    x[1] = np.nan
+    x[3, 2:] = np.nan
+    d = cuda.to_device(x)
+    for kw in ({"axis": 1}, {"axis": 0}, {"axis": 1, "ddof": 6}, {"axis": -1, "ddof": 5}):
+        if "ddof" in kw and name not in WITH_DDOF:
+            continue
+        _check(name, x, d, **kw)
+    empty = np.empty((3, 0))
+    _check(name, empty, cuda.to_device(empty), axis=1)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["nanargmax", "nanargmin"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_all_nan_lanes_raise(name, dtype):
+    cuda = _cuda()
+    x = _data((3, 5), dtype, 2, nan_share=0)
+    d = cuda.to_device(x)
+    _check(name, x, d, axis=1)
+    x[2] = np.nan
+    with pytest.raises(ValueError, match="All-NaN slice encountered"):
+        getattr(pyreduce, name)(cuda.to_device(x), axis=1, **on("sim"))
+
+
+@pytest.mark.sim
+def test_device_out_and_dtype():
+    cuda = _cuda()
+    x = _data((6, 5, 7), np.float32, 3, nan_share=0)
+    d = cuda.to_device(x)
+    wide = x.astype(np.float64)
+    out = cuda.device_array((6, 7), np.float64)
+    got = pyreduce.mean(d, axis=1, dtype=np.float64, out=out, **on("sim"))
+    assert got is out
+    # the finished float32 mean, then cast: what the host path gives
+    assert np.array_equal(out.copy_to_host(), wide.mean(1).astype(np.float32).astype(np.float64))
+    out = cuda.device_array((6, 1, 7), np.float32)
+    assert pyreduce.std(d, axis=1, ddof=1, keepdims=True, out=out, **on("sim")) is out
+    assert np.allclose(out.copy_to_host(), np.std(wide, axis=1, ddof=1, keepdims=True))
+    lo, hi = cuda.device_array(7, np.float32), cuda.device_array(7, np.float32)
+    got = pyreduce.minmax(d[0], axis=0, out=(lo, hi), **on("sim"))
+    assert got[0] is lo and got[1] is hi
+    assert np.array_equal(lo.copy_to_host(), x[0].min(0))
+    assert np.array_equal(hi.copy_to_host(), x[0].max(0))
+    ix = cuda.device_array(6, np.intp)
+    assert pyreduce.argmin(d[:, 0, :], axis=1, out=ix, **on("sim")) is ix
+    assert np.array_equal(ix.copy_to_host(), x[:, 0, :].argmin(1))
+    # a complex mean as complex128; as int (cast on the host, then placed)
+    z = _data((4, 9), np.complex64, 4, nan_share=0)
+    got = pyreduce.mean(cuda.to_device(z), axis=0, dtype=np.complex128, **on("sim"))
+    assert got.dtype == np.complex128
+    assert np.allclose(got.copy_to_host(), z.astype(np.complex128).mean(0), rtol=1e-6)
+    got = pyreduce.mean(d, axis=2, dtype=np.int32, **on("sim"))
+    assert hasattr(got, "copy_to_host") and got.dtype == np.int32
+    assert np.array_equal(got.copy_to_host(), wide.mean(2).astype(np.float32).astype(np.int32))
+    with pytest.raises(TypeError, match="out= has dtype"):
+        pyreduce.var(d, axis=0, out=cuda.device_array((5, 7), np.float64), **on("sim"))
+    with pytest.raises(ValueError, match="out= has shape"):
+        pyreduce.var(d, axis=0, out=cuda.device_array((5, 6), np.float32), **on("sim"))
+    with pytest.raises(ValueError, match="tuple of 2 arrays"):
+        pyreduce.minmax(d, axis=0, out=lo, **on("sim"))
+
+
+@pytest.mark.sim
+def test_device_result_of_a_host_input():
+    """``device_result=True`` for a NumPy input: finished on the device too."""
+    _cuda()
+    x = _data((5, 8), np.float64, 5)
+    got = pyreduce.nanvar(x, axis=1, ddof=1, device_result=True, **on("sim"))
+    assert hasattr(got, "copy_to_host")
+    assert np.allclose(got.copy_to_host(), np.nanvar(x, axis=1, ddof=1), equal_nan=True)
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Every device buffer the backends read back: ``(dtype, count)``."""
+    seen = []
+    real = {cls: cls.read_array for cls in (GeneratedBackend, CudaBackend)}
+
+    def counting(self, buf, count, stream):
+        seen.append((np.dtype(buf.dtype), count))
+        found = CudaBackend if isinstance(self, CudaBackend) else GeneratedBackend
+        return real[found](self, buf, count, stream)
+
+    monkeypatch.setattr(GeneratedBackend, "read_array", counting)
+    monkeypatch.setattr(CudaBackend, "read_array", counting)
+    return seen
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", NAMES)
+def test_no_accumulator_comes_back(name, reads):
+    """The records stay on the device: nothing is read back but the flag of
+    the NaN-ignoring statistics (4 bytes), and for the others nothing at all.
+    Host results (a NumPy input) still read the records back, as they did."""
+    cuda = _cuda()
+    x = _data((4, 40), np.float32, 6, nan_share=0.2)
+    got = getattr(pyreduce, name)(cuda.to_device(x), axis=1, **on("sim"))
+    assert all(hasattr(g, "copy_to_host") for g in (got if name == "minmax" else (got,)))
+    assert not [r for r in reads if r[0].names is not None], reads
+    counted = name.startswith("nan")
+    assert reads == ([(np.dtype(np.int32), 1)] if counted else []), reads
+    reads.clear()
+    getattr(pyreduce, name)(x, axis=1, **on("sim"))
+    assert [r for r in reads if r[0].names is not None]
+
+
+@pytest.mark.parametrize("dialect", [None, "cuda", "sim", "hip"])
+@pytest.mark.parametrize("outputs,flagged", [(1, False), (1, True), (2, False)])
+def test_the_finishing_source_in_every_dialect(dialect, outputs, flagged):
+    """One source for the host's loop and the kernels of every dialect: valid
+    Python with the documented parameters."""
+    from pyreduce import dialect as dialects
+    from pyreduce.finishing import finish_source
+
+    d = {"cuda": dialects.CUDA, "sim": dialects.SIM, "hip": dialects.HIP}.get(dialect)
+    name, source = finish_source(3, outputs, flagged, d)
+    compile(source, name, "exec")
+    params = ["acc"] + [f"out{k}" for k in range(outputs)] + ["flags"] * flagged + ["ddof"]
+    assert f"def {name}({', '.join(params)}):" in source
+    assert ("acc[i]['f2']" in source) and ("flags[0] = 1" in source) == flagged
+    with pytest.raises(ValueError):
+        finish_source(3, 3, False, d)
+
+
+@pytest.mark.gpu
+@pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
+@pytest.mark.parametrize("kind", ["cupy", "torch", "numba"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_on_a_gpu(kind, dtype, reads):
+    """The checks above on a real GPU, for the three libraries' arrays: every
+    reduction, axis and keepdims, results of the input's library, nothing but
+    the 4-byte flag read back."""
+    if "cuda" not in backends.available():
+        pytest.skip("no CUDA GPU in this process")
+    x = _data((6, 37, 5), dtype, 7)
+    x[0, :, 1] = np.nan if x.dtype.kind in "fc" else x[0, :, 1]
+    if kind == "numba":
+        from numba import cuda
+
+        d = cuda.to_device(x)
+    elif kind == "cupy":
+        d = pytest.importorskip("cupy").asarray(x)
+    else:
+        d = pytest.importorskip("torch").from_numpy(x).cuda()
+    for name in NAMES:
+        if name == "ptp" and np.dtype(dtype) == np.bool_:
+            continue
+        for axis in (0, 1, -1):
+            for keepdims in (False, True):
+                kw = {"axis": axis, "keepdims": keepdims}
+                if name in WITH_DDOF:
+                    kw["ddof"] = 1
+                _check(name, x, d, "cuda", **kw)
+    assert not [r for r in reads if r[0].names is not None], reads
+    assert {r for r in reads} <= {(np.dtype(np.int32), 1)}, reads
