@@ -33,7 +33,7 @@ class Reduce:
             raise TypeError("only support 1D array")
         if size is not None:
             arr = arr[:size]
-        info = inspect(arr)  # a PyTorch tensor's dtype and size too (not NumPy's)
+        info = inspect(arr, masked=True)  # a PyTorch tensor's dtype and size too (not NumPy's)
         init = info.dtype.type(init)
         if info.size < 1:
             return init
