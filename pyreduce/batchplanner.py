@@ -17,7 +17,9 @@ layout is better)
     (``warp / 2 * items`` elements): a group of ``G`` lanes per row (the
     ``lanes`` group), ``G`` the smallest power of two, at least 2, with
     ``G * items >= K``, so that a warp reads ``warp / G`` whole rows with
-    adjacent (vector, where rows are aligned) loads and few lanes idle. Rows of
+    adjacent (vector, where rows are aligned) loads and few lanes idle; where
+    ``G`` is 2 and the tuning names no items, items shrink to the power of two
+    that covers the row (rows of 16 int8: 2 lanes of 8, not of 16). Rows of
     at most two warp tiles, or of at most ``WARP_TILES`` when there are at
     least half as many rows as the GPU holds warps at once: a warp per row.
     Longer rows: a block per row; when there are fewer rows than twice the
@@ -51,6 +53,7 @@ scratch (``init``, the partials) and output are record arrays.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -155,6 +158,16 @@ class _Shape:
             return "warp", 0
         return "block", 0
 
+    def lane_items(self, length: float, lanes: int) -> int:
+        """Items per thread of a group of ``lanes`` lanes for rows of ``length``:
+        the tuning's if it names them, else no more than a tile that covers the
+        row needs (the default fills 16 bytes: 16 int8 items, where 2 lanes of
+        8 cover a row of 16)."""
+        if not lanes or self.tuning.items_per_thread:
+            return self.items
+        need = max(1, math.ceil(length / lanes))
+        return min(self.items, 1 << (need - 1).bit_length())
+
     def parts(self, count: int, length: float, unit: int) -> int:
         """How many parts each of ``count`` outputs is cut into: enough for
         ``target`` blocks, each at least ``unit`` elements long."""
@@ -215,7 +228,7 @@ def _descriptor(d: Strided) -> tuple:
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
     group, lanes = shape.group(d.K, d.M)
     unit = d.ks == 1
-    block, items, vector, parts = shape.block, shape.items, 1, 1
+    block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes), 1, 1
     wanted = shape.tuning.vector_loads
     if group == "thread":
         block = shape.narrow_block(d.M)
@@ -303,7 +316,7 @@ def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial,
         vector_width(shape.items, in_dtype, 0, device, True)
     average = n / S
     group, lanes = shape.group(average, S)
-    block, parts = shape.block, 1
+    block, parts, items = shape.block, 1, shape.lane_items(average, lanes)
     if group == "thread":
         block = shape.narrow_block(S)
         grid = -(-S // block)
@@ -315,11 +328,11 @@ def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial,
         parts = shape.parts(S, average, block * shape.items)
         grid = S * parts
     split = parts > 1
-    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, shape.items,
+    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      1, group, "offsets", True, split, initial and not split, mapped=mapped,
                      lanes=lanes)
     init = Ref("init", 0, 1)
-    grain = block * shape.items
+    grain = block * items
     first_out = Ref("partials", 0, S * parts) if split else OUTPUT
     steps = [Step(spec, grid, (INPUT, n, OFFSETS, S, parts, grain, first_out, init))]
     buffers = [("init", 1, acc_dtype, False)]
