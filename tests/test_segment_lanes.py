@@ -1,5 +1,7 @@
 """The ``lanes`` group of the ``segments`` family: ``G`` lanes of a warp per row
-or segment (:mod:`pyreduce.variants.segments`), in the simulator.
+or segment (:mod:`pyreduce.variants.segments`), in the simulator and (on a GPU
+machine, ``NUMBA_ENABLE_CUDASIM=0``) on the GPU; warps of 64 lanes in the
+simulator only.
 
 Every case checks which kernel the planner chose (a group of lanes, and how
 many) and compares the results exactly with NumPy or ``functools.reduce`` over
@@ -18,17 +20,17 @@ import functools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import pyreduce
 from numpy_compare import check
 from oracles import P, affine, affine_data, last_nonzero
-from pyreduce import backends, batchplanner
-from pyreduce.planner import Tuning
+from pyreduce import batchplanner
+from pyreduce.planner import DeviceInfo, Tuning
 from test_axes_mapped import keyed, lanes_oracle, same, segments_oracle, ties
 
-pytestmark = [pytest.mark.sim, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 #: the affine map x -> 1*x + 0: the identity of ``affine``
 IDENTITY = 1 * P
@@ -37,6 +39,20 @@ IDENTITY = 1 * P
 def tuning(items=4, warp=32, block=None):
     return Tuning(block_size=block or max(64, warp), warp_size=warp, items_per_thread=items,
                   max_blocks=3)
+
+
+@pytest.fixture
+def backend(gpu_backend):
+    """The backends that run these kernels: cuda (on a GPU machine) and sim."""
+    return gpu_backend
+
+
+def calls_on(backend, items=4, warp=32):
+    """The keywords of a call on ``backend`` (``gpu_backend``: cuda, sim) with
+    :func:`tuning`; a warp of 64 lanes is the simulator's only."""
+    if warp != 32 and backend != "sim":
+        pytest.skip("warps of 64 lanes: the simulator's (numba-cuda's warps are 32)")
+    return dict(backend=backend, tuning=tuning(items, warp))
 
 
 def expected_lanes(K: int, items: int, warp: int) -> int:
@@ -80,10 +96,10 @@ def edge_lengths(items: int, warp: int) -> list[int]:
 
 
 @pytest.mark.parametrize("items,warp", [(1, 32), (2, 32), (4, 32), (4, 64)])
-def test_row_lengths_around_the_group_edges(items, warp):
+def test_row_lengths_around_the_group_edges(backend, items, warp):
     """The affine composition (in order, exact) of 37 rows of each length; the
     group is the planner's: ``G`` lanes with ``G * items >= K``."""
-    options = dict(backend="sim", tuning=tuning(items, warp))
+    options = calls_on(backend, items, warp)
     for K in edge_lengths(items, warp):
         x = affine_rows(37, K, seed=K)
         spec, got = plan_of(x, affine, 1, options)
@@ -93,16 +109,30 @@ def test_row_lengths_around_the_group_edges(items, warp):
 
 
 @pytest.mark.parametrize("K", [5, 8, 13, 16, 31, 32])
-def test_vector_loads(K):
+def test_vector_loads(backend, K):
     """float32 rows (sum and max, exactly: small integers) of lengths that are,
     and are not, multiples of the vector width: aligned rows of a multiple of
     4 elements load 16 bytes at a time."""
     x = np.random.default_rng(K).integers(-20, 20, (70, K)).astype(np.float32)
-    options = dict(backend="sim", tuning=tuning())
+    options = calls_on(backend)
     spec, got = plan_of(x, "add", 1, options)
     assert spec.group == "lanes" and spec.vector == (4 if K % 4 == 0 else 1), spec.label
     np.testing.assert_array_equal(got, x.sum(axis=1))
     np.testing.assert_array_equal(pyreduce.max(x, axis=1, **options), x.max(axis=1))
+
+
+@pytest.mark.parametrize("dtype,K,lanes,items", [
+    (np.int8, 16, 2, 8), (np.int8, 5, 2, 4), (np.int8, 33, 4, 16), (np.float16, 9, 2, 8),
+    (np.float32, 16, 4, 4), (np.float64, 5, 4, 2),
+])
+def test_items_of_two_lanes(backend, dtype, K, lanes, items):
+    """Without a tuning's items, 2 lanes of a short row of narrow elements take
+    no more items than cover the row (16 int8: 2 x 8, one 8-byte load each)."""
+    x = np.random.default_rng(K).integers(-9, 9, (80, K)).astype(dtype)
+    spec, got = plan_of(x, "add", 1, dict(backend=backend, tuning=Tuning(block_size=64)),
+                        dtype=np.float64)
+    assert (spec.group, spec.lanes, spec.items) == ("lanes", lanes, items), spec.label
+    np.testing.assert_array_equal(got, x.astype(np.float64).sum(axis=1))
 
 
 # --------------------------------------------------------------------------
@@ -124,8 +154,8 @@ def _views(K):
 
 
 @pytest.mark.parametrize("K", [7, 16, 29])
-def test_views(K):
-    options = dict(backend="sim", tuning=tuning(items=2))
+def test_views(backend, K):
+    options = calls_on(backend, 2)
     for name, x, axis in _views(K):
         spec, got = plan_of(x, affine, axis, options)
         assert spec.group == "lanes" and spec.lanes == expected_lanes(K, 2, 32), (name, spec)
@@ -153,12 +183,12 @@ def shear(k, v):
 
 @pytest.mark.parametrize("items,warp", [(2, 32), (4, 64)])
 @pytest.mark.parametrize("K", [5, 12, 17, 30])
-def test_matrix_product_tuple(items, warp, K):
+def test_matrix_product_tuple(backend, items, warp, K):
     """A tuple accumulator whose op is not commutative and whose map reads the
     element's index in its row: any lane folded out of order, or numbered from
     the wrong origin, shows."""
     x = np.random.default_rng(K).integers(0, 1000, (45, K + 1))[:, 1:]  # odd starts
-    options = dict(backend="sim", tuning=tuning(items, warp))
+    options = calls_on(backend, items, warp)
     dtypes = (np.dtype(np.int64),) * 4
     spec, got = plan_of(x, matmul2, 1, options, map=shear)
     assert spec.group == "lanes" and spec.mapped, spec.label
@@ -170,14 +200,14 @@ def test_matrix_product_tuple(items, warp, K):
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, np.float32, np.complex64])
 @pytest.mark.parametrize("K", [6, 16, 23])
-def test_first_max_pairs(dtype, K):
+def test_first_max_pairs(backend, dtype, K):
     """``(value, index)`` of the first maximum (ties everywhere): the index is
     ``np.argmax`` of the row, through a tuple accumulator."""
     x = ties((40, K), dtype=np.float32, seed=K)
     x = (x + 1j * ties((40, K), seed=K + 1)).astype(dtype) if np.dtype(dtype).kind == "c" \
         else x.astype(dtype)
     op, fmap, dtypes, _ = keyed(x.dtype)
-    options = dict(backend="sim", tuning=tuning())
+    options = calls_on(backend)
     spec, got = plan_of(x, op, 1, options, map=fmap)
     assert spec.group == "lanes", spec.label
     same(got, lanes_oracle(x, op, fmap, 1, dtypes))
@@ -186,11 +216,11 @@ def test_first_max_pairs(dtype, K):
 
 
 @pytest.mark.parametrize("K", [5, 16, 31])
-def test_named_statistics(K):
+def test_named_statistics(backend, K):
     """``argmax``, ``argmin``, ``mean`` and ``var`` along the last axis of short
     rows (their records through the same kernels)."""
     x = np.random.default_rng(K).integers(-9, 9, (50, K)).astype(np.float32)
-    options = dict(backend="sim", tuning=tuning())
+    options = calls_on(backend)
     np.testing.assert_array_equal(pyreduce.argmax(x, axis=-1, **options), np.argmax(x, axis=-1))
     np.testing.assert_array_equal(pyreduce.argmin(x, axis=-1, **options), np.argmin(x, axis=-1))
     np.testing.assert_allclose(pyreduce.mean(x, axis=-1, **options),
@@ -203,7 +233,7 @@ def test_named_statistics(K):
     (np.bool_, "add", np.int64), (np.int8, "add", None), (np.int8, "max", None),
     (np.float16, "add", None), (np.complex64, "add", None), (np.float64, "mul", None),
 ])
-def test_dtypes(dtype, op, acc):
+def test_dtypes(backend, dtype, op, acc):
     """Built-in operators on short rows of several input dtypes (NumPy's
     accumulators and wrapping; float16 loaded as float32)."""
     rng = np.random.default_rng(1)
@@ -214,15 +244,15 @@ def test_dtypes(dtype, op, acc):
     def body(lib):
         return lib.reduce(lib.asarray(x), op, axis=1, dtype=acc)
 
-    check(body, "sim", False, options=dict(tuning=tuning(items=2)))
+    check(body, backend, False, options=dict(tuning=tuning(items=2)))
 
 
-def test_last_nonzero_and_scalar_map():
+def test_last_nonzero_and_scalar_map(backend):
     """The last non-zero of each row (not commutative) and an element map that
     reads the index: ``sum(k * v)``."""
     rng = np.random.default_rng(2)
     x = (rng.integers(1, 9, (64, 21)) * (rng.random((64, 21)) < 0.3)).astype(np.int64)
-    options = dict(backend="sim", tuning=tuning())
+    options = calls_on(backend)
     spec, got = plan_of(x, last_nonzero, 1, options, identity=0)
     assert spec.group == "lanes"
     np.testing.assert_array_equal(got, fold_rows(last_nonzero, x))
@@ -239,14 +269,14 @@ def offsets_of(lengths, start=0):
 
 
 def segment_plan(lengths, items, warp):
-    sim = backends.get("sim").device(warp)
+    sim = DeviceInfo("sim-like", ("t",), 2, 2 * warp, 1, warp, 2 * warp, vector_bytes=16)
     f4 = np.dtype(np.float32)
     return batchplanner.plan_segments(len(lengths), int(sum(lengths)), f4, f4, "op", sim,
                                       tuning(items, warp))
 
 
 @pytest.mark.parametrize("items,warp", [(2, 32), (4, 32), (1, 64)])
-def test_segments_of_0_to_40(items, warp):
+def test_segments_of_0_to_40(backend, items, warp):
     """Empty segments (their output: the identity, or ``initial``), single
     elements and up to 40; segments of one warp loop different numbers of
     times, each group shuffling among its own lanes."""
@@ -254,7 +284,7 @@ def test_segments_of_0_to_40(items, warp):
     assert segment_plan(lengths, items, warp).spec.group == "lanes"
     off = offsets_of(lengths, start=3)
     data = affine_data(int(off[-1]) + 2, seed=warp)
-    options = dict(tuning=tuning(items, warp))
+    options = calls_on(backend, items, warp)
     init = int(affine_data(1, seed=2)[0])
 
     def body(lib):
@@ -262,10 +292,10 @@ def test_segments_of_0_to_40(items, warp):
         return (lib.segmented_reduce(x, o, affine, IDENTITY),
                 lib.segmented_reduce(x, o, affine, initial=init))
 
-    check(body, "sim", False, options=options)
+    check(body, backend, False, options=dict(tuning=options["tuning"]))
     x = ties(int(off[-1]) + 2, seed=items)
     op, fmap, dtypes, empty = keyed(x.dtype)
-    got = pyreduce.segmented_reduce(x, off, op, empty, map=fmap, backend="sim", **options)
+    got = pyreduce.segmented_reduce(x, off, op, empty, map=fmap, **options)
     same(got, segments_oracle(x, off, op, fmap, dtypes, empty=empty))
 
 
@@ -274,7 +304,8 @@ def test_segments_of_0_to_40(items, warp):
        start=st.integers(0, 3), items=st.sampled_from([1, 2, 4]),
        warp=st.sampled_from([32, 64]), with_initial=st.booleans(),
        on_device=st.booleans())
-def test_property_segments(lengths, start, items, warp, with_initial, on_device):
+def test_property_segments(backend, lengths, start, items, warp, with_initial, on_device):
+    assume(warp == 32 or backend == "sim")
     off = offsets_of(lengths, start)
     data = affine_data(int(off[-1]) + 1, seed=len(lengths))
     init = int(affine_data(1, seed=5)[0]) if with_initial else None
@@ -283,20 +314,21 @@ def test_property_segments(lengths, start, items, warp, with_initial, on_device)
         return lib.segmented_reduce(lib.asarray(data), lib.asarray(off), affine, IDENTITY,
                                     initial=init)
 
-    check(body, "sim", on_device, options=dict(tuning=tuning(items, warp)))
+    check(body, backend, on_device, options=dict(tuning=tuning(items, warp)))
 
 
 @settings(max_examples=10)
 @given(K=st.integers(1, 70), M=st.integers(1, 40), step=st.sampled_from([1, 2, -1]),
        start=st.integers(0, 1), items=st.sampled_from([1, 2, 4]),
        warp=st.sampled_from([32, 64]), on_device=st.booleans())
-def test_property_rows(K, M, step, start, items, warp, on_device):
+def test_property_rows(backend, K, M, step, start, items, warp, on_device):
     """Rows of any short length, in any of the views above, against NumPy's
     reference fold."""
+    assume(warp == 32 or backend == "sim")
     base = affine_data(M * K * abs(step) + start, seed=K)
     rows = base[start:].reshape(M, K * abs(step))
 
     def body(lib):
         return lib.reduce(lib.asarray(rows)[:, ::step], affine, IDENTITY, axis=1)
 
-    check(body, "sim", on_device, options=dict(tuning=tuning(items, warp)))
+    check(body, backend, on_device, options=dict(tuning=tuning(items, warp)))
