@@ -6,19 +6,25 @@ when it imports), in one process on one GPU.
     NUMBA_ENABLE_CUDASIM=0 python bench/axes.py check                 # the check alone
     python bench/axes.py report axes.json     # writes docs/performance/axes.md
 
+    NUMBA_ENABLE_CUDASIM=0 python bench/axes.py run --out short.json --only "rows of 16777216x16" \
+        --only "rows of 1048576x32"         # the check, then the short rows alone
+
 ``check`` (also the first part of ``run``) prints one ``ok``/``FAIL`` line per
 case and exits non-zero if any failed (``run`` then times nothing): row,
 column and gathered reductions of float32, int8 -> int64 and an order-sensitive
 user op over C, transposed, reversed and strided views, keepdims, initial,
-out=, an int8 matrix of more than 2**31 elements along each axis (64-bit
-indexing), and segmented reductions with empty, short, warp-sized and long
-segments, host and device offsets.
+out=, short rows (a group of lanes per row) of several lengths and views, an
+int8 matrix of more than 2**31 elements along each axis (64-bit indexing), and
+segmented reductions with empty, short, warp-sized and long segments, host and
+device offsets.
 
 ``run`` then measures device time (CUDA events around back-to-back calls that
 leave the result on the device; :func:`_timing.device_seconds`) of
 
 * row and column sums (and max) of a 2**14 x 2**14 float32 matrix: pyreduce's
   built-in op, pyreduce with a Python lambda, CuPy's ``x.sum(axis=...)``;
+* row sums (and max) of short rows, ``SHORT_ROWS``: 2**24 x 16 (issue #20's
+  tall-skinny case) and 2**20 x 32 float32, the same libraries;
 * segmented sums of 2**26 float32 in segments of 1, 32, 1024 and 2**20
   elements: pyreduce, CuPy (which has no segmented reduction: ``cupy.add.reduceat``
   over the segment starts, the general formulation, and ``x.reshape(S,
@@ -27,7 +33,8 @@ leave the result on the device; :func:`_timing.device_seconds`) of
 
 GB/s are input bytes over device time; the copy ceiling (read + write of a
 device-to-device copy) is recorded next to them. Each timed call's answer is
-checked first.
+checked first. ``run --only NAME`` (repeatable) times only the cases whose name
+contains one of the NAMEs (after the whole check).
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ DOCS = docs("performance")
 ROWS, COLS = 2**14, 2**14
 SEGMENTED_N = 2**26
 SEGMENT_SIZES = [1, 32, 1024, 2**20]
+#: (rows, row length) of float32 matrices summed along their short rows
+SHORT_ROWS = [(2**24, 16), (2**20, 32)]
 P = 1000003
 
 
@@ -142,10 +151,30 @@ def check() -> int:
     c.case("last non-zero per row, long rows",
            lambda: (pyreduce.reduce(cp.asarray(sparse), last_nonzero, axis=1),
                     np.array([r[np.flatnonzero(r)[-1]] if r.any() else 0 for r in sparse]), True))
+    _check_short_rows(c, cp, pyreduce, rng)
     _check_big(c, cp, pyreduce)
     _check_segments(c, cp, pyreduce, rng)
     print(f"{c.failures} failures", flush=True)
     return c.failures
+
+
+def _check_short_rows(c, cp, pyreduce, rng):
+    """Rows of a few to 65 elements (a thread, a group of lanes, a warp per
+    row), aligned or not, strided, reversed; the order kept."""
+    for K in (3, 5, 8, 13, 16, 17, 32, 33, 64, 65):
+        s = cp.asarray(rng.standard_normal((20001, K + 1)).astype(np.float32))
+        for name, view in [("", s[:, :K]), (" offset by one", s[:, 1:]),
+                           (" reversed", s[::-1, K:0:-1])]:
+            c.case(f"float32 rows of {K}{name} sum",
+                   lambda: (pyreduce.sum(view, axis=1), view.sum(axis=1), False))
+            c.case(f"float32 rows of {K}{name} max",
+                   lambda: (pyreduce.max(view, axis=1), view.max(axis=1), True))
+        a = (rng.integers(1, P, (3001, K)) * P + rng.integers(0, P, (3001, K))).astype(np.int64)
+        c.case(f"affine (order kept) rows of {K}",
+               lambda: (pyreduce.reduce(cp.asarray(a), affine, axis=1),
+                        _fold_rows(a, affine, 1), True))
+        c.case(f"argmax rows of {K}",
+               lambda: (pyreduce.argmax(s, axis=1), s.argmax(axis=1), True))
 
 
 def _check_big(c, cp, pyreduce):
@@ -216,10 +245,13 @@ def _close(got, want) -> bool:
     return got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-3, atol=1e-2))
 
 
-def run(out: str) -> int:
+def run(out: str, only=None) -> int:
     import cupy as cp
 
     import pyreduce
+
+    def wanted(case: str) -> bool:
+        return not only or any(name in case for name in only)
 
     failures = check()
     if failures:
@@ -228,18 +260,21 @@ def run(out: str) -> int:
     found = meta(DISTS)
     found["ceiling_GBps"] = copy_ceiling()
     rows = []
-    x = cp.random.default_rng(1).standard_normal((ROWS, COLS), dtype=cp.float32)
-    for axis, what in ((1, "rows"), (0, "columns")):
-        for lib, (call, ref) in matrix_calls(x, axis).items():
-            ok = _close(call(), ref())
-            sec = device_seconds(call, reps=10)
-            plan = _plan(pyreduce, x, axis) if lib.startswith("pyreduce") else ""
-            rows.append(dict(case=f"{what} of {ROWS}x{COLS} float32", lib=lib, us=sec * 1e6,
-                             GBps=x.nbytes / sec / 1e9, correct=ok, plan=plan))
-            _print(rows[-1])
-    del x
+    matrices = [(ROWS, COLS, (1, 0))] + [(m, k, (1,)) for m, k in SHORT_ROWS]
+    for m, k, axes in matrices:
+        cases = {axis: f"{'rows' if axis == 1 else 'columns'} of {m}x{k} float32"
+                 for axis in axes}
+        if not any(wanted(case) for case in cases.values()):
+            continue
+        x = cp.random.default_rng(1).standard_normal((m, k), dtype=cp.float32)
+        for axis, case in cases.items():
+            if wanted(case):
+                rows += _time_matrix(pyreduce, x, axis, case)
+        del x
     y = cp.random.default_rng(2).standard_normal(SEGMENTED_N, dtype=cp.float32)
     for size in SEGMENT_SIZES:
+        if not wanted(f"segments of {size}"):
+            continue
         want = y.reshape(-1, size).sum(axis=1)
         for lib, call in segmented_calls(y, size).items():
             ok = _close(call(), want)
@@ -249,6 +284,18 @@ def run(out: str) -> int:
             _print(rows[-1])
     save(out, dict(meta=found, rows=rows))
     return 0 if all(r["correct"] for r in rows) else 1
+
+
+def _time_matrix(pyreduce, x, axis, case) -> list:
+    rows = []
+    for lib, (call, ref) in matrix_calls(x, axis).items():
+        ok = _close(call(), ref())
+        sec = device_seconds(call, reps=10)
+        plan = _plan(pyreduce, x, axis) if lib.startswith("pyreduce") else ""
+        rows.append(dict(case=case, lib=lib, us=sec * 1e6, GBps=x.nbytes / sec / 1e9,
+                         correct=ok, plan=plan))
+        _print(rows[-1])
+    return rows
 
 
 def _plan(pyreduce, x, axis) -> str:
@@ -310,13 +357,19 @@ def _report(args) -> int:
     return 0
 
 
+def _run_arguments(g) -> None:
+    g.add_argument("--only", action="append", metavar="NAME",
+                   help="time only the cases whose name contains NAME (repeatable); "
+                        'e.g. "rows of 16777216x16"')
+
+
 def _report_arguments(g) -> None:
     g.add_argument("path")
     g.add_argument("--to", default=os.path.join(DOCS, "axes.md"))
 
 
 COMMANDS = {
-    "run": Command(lambda a: run(a.out), with_out()),
+    "run": Command(lambda a: run(a.out, a.only), with_out(_run_arguments)),
     "check": Command(lambda a: 1 if check() else 0),
     "report": Command(_report, _report_arguments),
 }

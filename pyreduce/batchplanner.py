@@ -13,11 +13,24 @@ Which kernel (:mod:`pyreduce.variants.segments`, :mod:`pyreduce.variants.columns
 
 rows (the reduced elements of an output are one run, ``|ks| == 1``, or no
 layout is better)
-    ``K <= THREAD_MAX``: a thread per row. Rows of at most two warp tiles, or of
-    at most ``WARP_TILES`` when there are at least half as many rows as the GPU
-    holds warps at once: a warp per row. Longer rows: a block per row; when there
-    are fewer rows than twice the blocks resident at once, each row is cut into parts, one block
-    each, and a warp per row folds the parts' partials in a second launch.
+    ``K <= THREAD_MAX``: a thread per row. Rows of at most half a warp tile
+    (``warp / 2 * items`` elements): a group of ``G`` lanes per row (the
+    ``lanes`` group), ``G`` the smallest power of two, at least 2, with
+    ``G * items >= K``, so that a warp reads ``warp / G`` whole rows with
+    adjacent (vector, where rows are aligned) loads and few lanes idle; where
+    ``G`` is 2 and the tuning names no items, items shrink to the power of two
+    that covers the row (rows of 16 int8: 2 lanes of 8, not of 16). Rows of
+    at most two warp tiles, or of at most ``WARP_TILES`` when there are at
+    least half as many rows as the GPU holds warps at once: a warp per row.
+    Longer rows: a block per row; when there are fewer rows than twice the
+    blocks resident at once, each row is cut into parts, one block each, and a
+    warp per row folds the parts' partials in a second launch.
+
+    ``THREAD_MAX`` (4) is the old rule's, kept until measured: whether a thread
+    (a plain loop, its loads strided across the warp) or a group of 2 lanes is
+    better for rows of 2 to 4 elements is *to be measured on a GPU*
+    (``bench/axes.py``, the ``rows of ...`` cases); setting it to 1 gives every
+    row of more than one element a group of lanes.
 columns (the *outputs* are adjacent, ``si == 1``, the reduced elements are
 not, and a row of outputs fills a warp)
     a thread per ``items`` neighbouring outputs, walking the reduced index in
@@ -25,8 +38,8 @@ not, and a row of outputs fills a warp)
     blocks than twice the resident ones, the reduced range is cut into parts (a
     block row each) and the same kernel reduces the parts' partials.
 segments
-    chosen like rows, by the average segment length: a thread, a warp or a
-    block per segment, with parts for few long segments.
+    chosen like rows, by the average segment length: a thread, a group of
+    lanes, a warp or a block per segment, with parts for few long segments.
 
 Vector loads apply where every row starts on an aligned address (rows, unit
 stride; columns, adjacent outputs), never to segments, whose starts are data.
@@ -40,6 +53,7 @@ scratch (``init``, the partials) and output are record arrays.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -53,6 +67,7 @@ from .variants.columns import ROWS
 __all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "WARP_TILES"]
 
 #: rows (segments) of at most this many elements, on average, get a thread each
+#: (against a group of 2 lanes: to be measured on a GPU, see the module's docstring)
 THREAD_MAX = 4
 #: rows of at most this many warp tiles get a warp each when rows are plenty
 WARP_TILES = 16
@@ -127,15 +142,31 @@ class _Shape:
             return self.block
         return min(self.block, max(self.warp, 1 << max(0, threads - 1).bit_length()))
 
-    def group(self, length: float, count: int) -> str:
-        """What reduces one of ``count`` rows of ``length`` elements (on average)."""
+    def group(self, length: float, count: int) -> tuple[str, int]:
+        """What reduces one of ``count`` rows of ``length`` elements (on average),
+        and the lanes per row of a ``lanes`` group (else 0)."""
         wtile = self.warp * self.items
         if length <= THREAD_MAX:
-            return "thread"
+            return "thread", 0
+        if length <= wtile // 2:
+            lanes = 2
+            while lanes * self.items < length:
+                lanes *= 2
+            return "lanes", lanes
         if length <= 2 * wtile or (length <= WARP_TILES * wtile
                                    and count >= self.resident_warps // 2):
-            return "warp"
-        return "block"
+            return "warp", 0
+        return "block", 0
+
+    def lane_items(self, length: float, lanes: int) -> int:
+        """Items per thread of a group of ``lanes`` lanes for rows of ``length``:
+        the tuning's if it names them, else no more than a tile that covers the
+        row needs (the default fills 16 bytes: 16 int8 items, where 2 lanes of
+        8 cover a row of 16)."""
+        if not lanes or self.tuning.items_per_thread:
+            return self.items
+        need = max(1, math.ceil(length / lanes))
+        return min(self.items, 1 << (need - 1).bit_length())
 
     def parts(self, count: int, length: float, unit: int) -> int:
         """How many parts each of ``count`` outputs is cut into: enough for
@@ -195,9 +226,9 @@ def _descriptor(d: Strided) -> tuple:
 
 
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
-    group = shape.group(d.K, d.M)
+    group, lanes = shape.group(d.K, d.M)
     unit = d.ks == 1
-    block, items, vector, parts = shape.block, shape.items, 1, 1
+    block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes), 1, 1
     wanted = shape.tuning.vector_loads
     if group == "thread":
         block = shape.narrow_block(d.M)
@@ -207,9 +238,10 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
     else:
         rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.si) if unit else 0
         vector = vector_width(items, in_dtype, rows_align, shape.device, wanted)
-        if group == "warp":
-            block = shape.narrow_block(d.M * shape.warp)
-            grid = -(-d.M // (block // shape.warp))
+        if group in ("lanes", "warp"):
+            width = lanes or shape.warp
+            block = shape.narrow_block(d.M * width)
+            grid = -(-d.M // (block // width))
         else:
             tile = block * items
             parts = shape.parts(d.M, d.K, tile)
@@ -218,7 +250,8 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
             grid = d.M * parts
     split = parts > 1
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
-                     vector, group, "rows", unit, split, initial and not split, mapped=mapped)
+                     vector, group, "rows", unit, split, initial and not split, mapped=mapped,
+                     lanes=lanes)
     desc = _descriptor(d)
     init = Ref("init", 0, 1)
     grain = block * items
@@ -282,22 +315,24 @@ def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial,
     if tuning.vector_loads:  # segment starts are data: no alignment to rely on
         vector_width(shape.items, in_dtype, 0, device, True)
     average = n / S
-    group = shape.group(average, S)
-    block, parts = shape.block, 1
+    group, lanes = shape.group(average, S)
+    block, parts, items = shape.block, 1, shape.lane_items(average, lanes)
     if group == "thread":
         block = shape.narrow_block(S)
         grid = -(-S // block)
-    elif group == "warp":
-        block = shape.narrow_block(S * shape.warp)
-        grid = -(-S // (block // shape.warp))
+    elif group in ("lanes", "warp"):
+        width = lanes or shape.warp
+        block = shape.narrow_block(S * width)
+        grid = -(-S // (block // width))
     else:
         parts = shape.parts(S, average, block * shape.items)
         grid = S * parts
     split = parts > 1
-    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, shape.items,
-                     1, group, "offsets", True, split, initial and not split, mapped=mapped)
+    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
+                     1, group, "offsets", True, split, initial and not split, mapped=mapped,
+                     lanes=lanes)
     init = Ref("init", 0, 1)
-    grain = block * shape.items
+    grain = block * items
     first_out = Ref("partials", 0, S * parts) if split else OUTPUT
     steps = [Step(spec, grid, (INPUT, n, OFFSETS, S, parts, grain, first_out, init))]
     buffers = [("init", 1, acc_dtype, False)]
@@ -313,6 +348,7 @@ def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial,
 def describe_plan(plan: BatchPlan) -> str:
     """One line: the kind, the first pass's kernel and grid, the parts."""
     parts = f", {plan.parts} parts per output then {plan.finish.label}" if plan.parts > 1 else ""
+    lanes = f" ({plan.spec.lanes} lanes per output)" if plan.spec.lanes else ""
     return (f"{plan.kind}: {plan.spec.label}; grid {plan.grid} x {plan.spec.block} threads "
-            f"for {plan.outputs} outputs{parts}")
+            f"for {plan.outputs} outputs{lanes}{parts}")
 

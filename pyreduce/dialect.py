@@ -67,6 +67,20 @@ class Dialect:
             f"{carry}({value}), {delta}))"
         )
 
+    def shfl_group(self, value: str, delta: str, warp: int, width: int,
+                   cast: str = "acc_t", carry: str = "carry_t") -> str:
+        """Step ``delta`` of a tree reduction in groups of ``width`` lanes (a power
+        of two below ``warp``; aligned groups, each shuffling among its own lanes
+        only, so groups may diverge): a lane whose index in its group is a
+        multiple of ``2 * delta`` gets ``value`` from lane ``lane + delta``, any
+        other lane a value from its own group.
+
+        Numba's ``shfl_down_sync`` takes no width (its clamp is the whole warp),
+        so this is ``shfl_xor_sync``, which stays in the group and, for the lanes
+        above, reads lane ``lane + delta``; its mask is the group's lanes."""
+        mask = f"({hex((1 << width) - 1)} << (gpu.laneid & {warp - width}))"
+        return f"{cast}(gpu.shfl_xor_sync({mask}, {carry}({value}), {delta}))"
+
     def shfl_idx(self, value: str, src: str, warp: int, cast: str = "acc_t",
                  carry: str = "carry_t") -> str:
         """``value`` from lane ``src``."""
@@ -142,6 +156,12 @@ class HipDialect(Dialect):
                   carry: str = "carry_t") -> str:
         """HIP's ``__shfl_down``: lanes past the width keep their own value."""
         return f"{cast}(gpu.shfl_down({carry}({value}), {delta}, {warp}))"
+
+    def shfl_group(self, value: str, delta: str, warp: int, width: int,
+                   cast: str = "acc_t", carry: str = "carry_t") -> str:
+        """HIP's ``__shfl_down`` of width ``width``: lane ``lane + delta`` where
+        that is in the caller's group, else its own value."""
+        return self.shfl_down(value, delta, width, cast, carry)
 
     def shfl_idx(self, value: str, src: str, warp: int, cast: str = "acc_t",
                  carry: str = "carry_t") -> str:

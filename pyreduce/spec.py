@@ -126,8 +126,10 @@ class KernelSpec(_LaunchShape):
 #: neighbouring outputs: :mod:`pyreduce.variants.columns`), and ``scan``
 #: (prefix scans of rows, a block per tile: :mod:`pyreduce.variants.scan`).
 FAMILIES = ("segments", "columns", "scan")
-#: What reduces one segment in the ``segments`` family.
-GROUPS = ("thread", "warp", "block")
+#: What reduces one segment in the ``segments`` family: a thread, a group of
+#: ``lanes`` lanes of a warp (a power of two from 2 to half the warp), a warp or
+#: a block.
+GROUPS = ("thread", "lanes", "warp", "block")
 #: Where a segment's elements are: ``rows`` (output ``m``'s elements at
 #: ``off + (m // Mi) * so + (m % Mi) * si + k * ks``) or ``offsets``
 #: (``x[offsets[m] : offsets[m + 1]]``).
@@ -165,6 +167,8 @@ class BatchSpec(_LaunchShape):
     #: the op has an element map: a first pass reduces ``fmap(k, element)``, ``k``
     #: the element's position in its row or segment (from 0)
     mapped: bool = False
+    #: lanes per segment of the ``lanes`` group (0 for every other group)
+    lanes: int = 0
 
     def __post_init__(self):
         _check_launch_shape(self)
@@ -172,12 +176,24 @@ class BatchSpec(_LaunchShape):
             raise ValueError(f"unknown kernel family {self.family!r}; known: {FAMILIES}")
         if self.group not in GROUPS:
             raise ValueError(f"group {self.group!r} not in {GROUPS}")
+        if self.group == "lanes":
+            if not (2 <= self.lanes <= self.warp // 2 and self.lanes & (self.lanes - 1) == 0):
+                raise ValueError(f"lanes {self.lanes} per segment: a power of two from 2 "
+                                 f"to half the warp ({self.warp // 2})")
+        elif self.lanes:
+            raise ValueError(f"lanes={self.lanes} applies to the 'lanes' group only")
         if self.source not in SOURCES:
             raise ValueError(f"source {self.source!r} not in {SOURCES}")
         if self.vector > 1 and not self.unit:
             raise ValueError("vector loads need adjacent elements (unit=True)")
         if self.split and self.group != "block" and self.family == "segments":
             raise ValueError("only a block per segment splits a segment into parts")
+
+    @property
+    def width(self) -> int:
+        """Lanes that reduce one segment together: ``lanes`` for the ``lanes``
+        group, the warp for the others that shuffle."""
+        return self.lanes or self.warp
 
     @property
     def variant(self) -> str:
@@ -187,7 +203,7 @@ class BatchSpec(_LaunchShape):
         if self.family == "columns":
             parts = ["columns"]
         else:
-            parts = [self.source, self.group]
+            parts = [self.source, f"lanes{self.lanes}" if self.lanes else self.group]
         parts += [] if self.unit else ["strided"]
         parts += ["split"] if self.split else []
         parts += ["init"] if self.initial else []

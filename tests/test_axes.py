@@ -352,7 +352,9 @@ GPU_DEVICE = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256
 
 
 @pytest.mark.parametrize("device,shape,axis,kind,group,parts", [
-    (SIM_DEVICE, (3, 50, 40), 2, "rows", "warp", 1),
+    (SIM_DEVICE, (3, 50, 40), 2, "rows", "lanes16", 1),  # half a warp tile: 16 lanes
+    (SIM_DEVICE, (3, 50, 9), 2, "rows", "lanes4", 1),
+    (SIM_DEVICE, (3, 20, 100), 2, "rows", "warp", 1),
     (SIM_DEVICE, (1, 600), 1, "rows", "block", 3),       # tiles of 256: 3 parts
     (SIM_DEVICE, (300, 3), 1, "rows", "thread", 1),
     (SIM_DEVICE, (50, 40), 0, "columns", "block", 4),
@@ -360,6 +362,12 @@ GPU_DEVICE = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256
     (GPU_DEVICE, (2**14, 2**14), 1, "rows", "block", 1),
     (GPU_DEVICE, (2**14, 2**14), 0, "columns", "block", 132),
     (GPU_DEVICE, (2**20, 100), 1, "rows", "warp", 1),
+    (GPU_DEVICE, (2**24, 16), 1, "rows", "lanes4", 1),   # the tall-skinny case
+    (GPU_DEVICE, (2**20, 32), 1, "rows", "lanes8", 1),
+    (GPU_DEVICE, (2**20, 64), 1, "rows", "lanes16", 1),
+    (GPU_DEVICE, (2**20, 65), 1, "rows", "warp", 1),
+    (GPU_DEVICE, (2**20, 5), 1, "rows", "lanes2", 1),
+    (GPU_DEVICE, (2**20, 4), 1, "rows", "thread", 1),
     (GPU_DEVICE, (4, 2**26), 1, "rows", "block", 525),
     (GPU_DEVICE, (2**17, 2**17), 1, "rows", "block", 1),      # 2**34 elements
 ])
@@ -369,10 +377,12 @@ def test_kernel_kinds(device, shape, axis, kind, group, parts):
     d = axes_mod.describe(shape, strides, 4, (axis,))
     plan = batchplanner.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), device, Tuning(),
                                      align=16)
-    assert (plan.kind, plan.spec.group if kind == "rows" else "block", plan.parts) == \
-        (kind, group, parts)
+    spec = plan.spec
+    chosen = f"lanes{spec.lanes}" if spec.group == "lanes" else spec.group
+    assert (plan.kind, chosen if kind == "rows" else "block", plan.parts) == (kind, group, parts)
     if plan.spec.unit and plan.kind == "rows" and group != "thread":
-        assert plan.spec.vector == 4  # aligned rows of float32: 16-byte loads
+        # aligned rows of float32: 16-byte loads (rows of 9 or 65: scalar)
+        assert plan.spec.vector == (4 if shape[-1] % 4 == 0 else 1)
     assert plan.grid < 2**31
 
 

@@ -187,9 +187,12 @@ KINDS = [
     ("thread", (5, 3), None, 1, {}, ("rows", "thread", True, False)),
     ("thread strided", (3, 4), "T", 1, {"items_per_thread": 1},
      ("rows", "thread", False, False)),
-    ("warp vector", (5, 40), None, 1, {}, ("rows", "warp", True, False)),
+    ("lanes vector", (5, 40), None, 1, {}, ("rows", "lanes", True, False)),
+    ("lanes odd", (9, 11), None, 1, {}, ("rows", "lanes", True, False)),
+    ("warp vector", (5, 100), None, 1, {}, ("rows", "warp", True, False)),
     ("warp strided", (90, 3), "T", -1, {"items_per_thread": 1}, ("rows", "warp", False, False)),
-    ("middle axis", (3, 40, 5), None, 1, {}, ("rows", "warp", False, False)),
+    ("middle axis", (3, 40, 5), None, 1, {}, ("rows", "lanes", False, False)),
+    ("middle axis warp", (3, 90, 2), None, 1, {}, ("rows", "warp", False, False)),
     ("block", (3, 600), None, 1, {"items_per_thread": 1}, ("rows", "block", True, False)),
     ("block split", (1, 300), None, 1, {"items_per_thread": 2},
      ("rows", "block", True, True)),
@@ -201,7 +204,7 @@ KINDS = [
     ("columns reversed split", (9, 70), "reversed", 0, {},
      ("columns", "block", False, True)),
     ("two axes, columns", (9, 3, 70), None, (0, 1), {}, ("columns", "block", True, True)),
-    ("two axes apart", (4, 3, 5), None, (0, 2), {}, ("rows", "warp", True, False)),
+    ("two axes apart", (4, 3, 5), None, (0, 2), {}, ("rows", "lanes", True, False)),
 ]
 
 VIEWS = {None: lambda a: a, "T": lambda a: a.T, "reversed": lambda a: a[:, ::-1]}
@@ -366,8 +369,8 @@ def _offsets(lengths, start=3):
 
 @pytest.mark.sim
 def test_segment_kernels():
-    """The simulator's plans for ``SEGMENTS`` reach a thread, a warp and a
-    block per segment, and segments cut into parts."""
+    """The simulator's plans for ``SEGMENTS`` reach a thread, a group of lanes,
+    a warp and a block per segment, and segments cut into parts."""
     sim = backends.get("sim").device(32)
     f4 = np.dtype(np.float32)
     seen_kinds = set()
@@ -376,8 +379,8 @@ def test_segment_kernels():
                                           Tuning(**SEGMENT_TUNING), mapped=True)
         seen_kinds.add((plan.spec.group, plan.parts > 1))
         assert plan.spec.mapped and (plan.finish is None or not plan.finish.mapped)
-    assert seen_kinds == {("thread", False), ("warp", False), ("block", False),
-                          ("block", True)}
+    assert seen_kinds == {("thread", False), ("lanes", False), ("warp", False),
+                          ("block", False), ("block", True)}
 
 
 @pytest.mark.parametrize("name", list(SEGMENTS))

@@ -219,6 +219,10 @@ def test_batched_kernels_use_only_numba_hip_names():
              for g in ("thread", "warp", "block") for s in ("rows", "offsets")
              for split in (False, True) for fin in (False, True)
              if not (split and g != "block")]
+    # a group of lanes per segment shuffles at its own width
+    kinds += [dict(family="segments", group="lanes", lanes=lanes, source=s, unit=unit)
+              for lanes in (2, 16) for s in ("rows", "offsets") for unit in (True, False)
+              if unit or s == "rows"]
     kinds.append(dict(family="columns"))
     kinds += [dict(family="scan", split=split, finish=fin, initial=init)
               for split in (False, True) for fin in (False, True) for init in (False, True)]
@@ -231,5 +235,7 @@ def test_batched_kernels_use_only_numba_hip_names():
             assert "_sync(" not in src and "launch_bounds" not in src, fields
             assert gpu_names(tree) <= HIP_GPU_NAMES, (fields, gpu_names(tree))
             assert free_names(tree) <= NAMESPACE, (fields, free_names(tree) - NAMESPACE)
-            widths = set(re.findall(r"gpu\.shfl_down\(carry_t\(\w+\), \d+, (\d+)\)\)", src))
-            assert widths <= {str(warp)}, (fields, widths)
+            widths = set(re.findall(r"gpu\.shfl_down\(\w*\(\w+\), \w+, (\d+)\)\)", src))
+            assert widths <= {str(fields.get("lanes", warp))}, (fields, widths)
+            if fields.get("lanes"):
+                assert widths == {str(fields["lanes"])}, (fields, widths)

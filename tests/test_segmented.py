@@ -185,7 +185,8 @@ GPU = DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256, vector_bytes=16)
 
 @pytest.mark.parametrize("segments,size,group,parts", [
     (2**26, 1, "thread", 1),         # segments of one element
-    (2**21, 32, "warp", 1),
+    (2**21, 32, "lanes8", 1),       # short segments: 8 lanes each, 4 per warp
+    (2**21, 100, "warp", 1),
     (2**16, 1024, "warp", 1),        # enough segments for every resident warp
     (64, 2**20, "block", 33),        # few long ones: parts, then a finishing pass
     (5000, 2**14, "block", 1),
@@ -194,5 +195,6 @@ def test_kernel_choice(segments, size, group, parts):
     f4 = np.dtype(np.float32)
     plan = batchplanner.plan_segments(segments, segments * size, f4, f4, ("builtin", "add"), GPU,
                                       Tuning())
-    assert (plan.spec.group, plan.parts) == (group, parts)
+    spec = plan.spec
+    assert (f"lanes{spec.lanes}" if spec.lanes else spec.group, plan.parts) == (group, parts)
     assert plan.spec.vector == 1 and plan.passes == (2 if parts > 1 else 1)

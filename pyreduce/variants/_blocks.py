@@ -83,9 +83,17 @@ def zero(spec: KernelSpec) -> str:
     return "acc_t(0)" if not n else "acc_t((" + ", ".join("0" for _ in range(n)) + "))"
 
 
-def shuffle_down(spec: KernelSpec, dialect, var: str, delta) -> str:
-    """``var`` from lane ``lane + delta``, field by field for a tuple."""
-    return _shuffle(spec, dialect.shfl_down, var, delta)
+def shuffle_down(spec: KernelSpec, dialect, var: str, delta, width: int | None = None) -> str:
+    """``var`` from lane ``lane + delta``, field by field for a tuple. With a
+    ``width`` below the warp, a step of a tree reduction in groups of that many
+    lanes (:meth:`pyreduce.dialect.Dialect.shfl_group`): only lanes whose index
+    in their group is a multiple of ``2 * delta`` are sure to get it."""
+    if width is None or width == spec.warp:
+        return _shuffle(spec, dialect.shfl_down, var, delta)
+
+    def shfl(value, arg, warp, cast="acc_t", carry="carry_t"):
+        return dialect.shfl_group(value, arg, warp, width, cast, carry)
+    return _shuffle(spec, shfl, var, delta)
 
 
 def shuffle_idx(spec: KernelSpec, dialect, var: str, src) -> str:
@@ -222,38 +230,45 @@ def fold_items(
     return "\n".join(lines)
 
 
-def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | None) -> str:
-    """Reduce ``var`` across a warp into lane 0, in lane order.
+def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | None,
+                width: int | None = None) -> str:
+    """Reduce ``var`` across a warp into lane 0, in lane order; with ``width``
+    (a power of two, default the warp), across each group of ``width`` lanes
+    into the group's lane 0, ``lane`` then being the index in the group.
 
     Deltas grow 1, 2, 4, ...: after the step with delta ``d`` a lane that is a
     multiple of ``2d`` holds its own ``2d`` lanes combined left to right, so lane 0
-    ends with the ordered fold of the warp. With ``valid`` given, only lanes below
-    it hold data (a prefix), and a lane combines with its right neighbour only if
-    that neighbour is one of them. Every lane executes every shuffle.
+    ends with the ordered fold of the warp (group). With ``valid`` given, only
+    lanes below it hold data (a prefix), and a lane combines with its right
+    neighbour only if that neighbour is one of them. Every lane of the warp
+    (group) executes every shuffle. A lane whose result no later step reads
+    may combine a value that is not its right neighbour's (:func:`shuffle_down`);
+    that value is never used.
     """
+    width = width or spec.warp
     # a loop of literal bounds, unrolled by NVVM (see fold_items)
     s, d, other = f"{var}_s", f"{var}_d", f"{var}_o"
     step = f"{var} = {combine(var, other)}"
     if valid is not None:
         step = f"if {lane} + {d} < {valid}:\n    {step}"
     return "\n".join([
-        f"for {s} in range({spec.warp.bit_length() - 1}):",
+        f"for {s} in range({width.bit_length() - 1}):",
         f"    {d} = 1 << {s}",
-        f"    {other} = {shuffle_down(spec, dialect, var, d)}",
+        f"    {other} = {shuffle_down(spec, dialect, var, d, width)}",
         snippet(step, 1)])
 
 
 def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool,
-                position=None) -> str:
+                position=None, width: int | None = None) -> str:
     """A loop over ``tiles`` warp tiles at a time: all loads first, then the
     reductions, then the tiles folded into ``acc`` in order."""
-    w, i = spec.warp, spec.items
+    w, i = width or spec.warp, spec.items
     loads, reduces, folds = [], [], []
     for u in range(tiles):
         loads.append(f"i = base + {u * w * i} + lane * {i}")
         loads.append(fold_items(spec, f"t{u}", "i", None, src, vector=vector, accs=accs,
                                 at=at, position=position))
-        reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None))
+        reduces.append(warp_reduce(spec, dialect, f"t{u}", "lane", None, w))
         first = f"if have:\n    acc = {combine('acc', 't0')}\nelse:\n    acc = t0" if u == 0 \
             else f"acc = {combine('acc', f't{u}')}"
         folds.append(first)
@@ -262,12 +277,12 @@ def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool
 
 
 def _tile_loop(spec, src: str, vector: int, at, accs: bool, reduce: str = "",
-               multi: str = "", position=None) -> str:
-    """The loop over a warp's full tiles from ``start`` (after ``multi``, a loop
-    over several tiles at a time): each lane folds its items into ``v``,
-    ``reduce`` (if any) combines the lanes, and ``v`` is folded into ``acc``;
-    ``have`` says whether it was."""
-    w, i = spec.warp, spec.items
+               multi: str = "", position=None, width: int | None = None) -> str:
+    """The loop over a warp's (group's) full tiles from ``start`` (after
+    ``multi``, a loop over several tiles at a time): each lane folds its items
+    into ``v``, ``reduce`` (if any) combines the lanes, and ``v`` is folded into
+    ``acc``; ``have`` says whether it was."""
+    w, i = width or spec.warp, spec.items
     return render(
         """
         acc = ${zero}
@@ -292,13 +307,19 @@ def _tile_loop(spec, src: str, vector: int, at, accs: bool, reduce: str = "",
 
 
 def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
-              at=None, accs: bool = False, lanes: bool = False, position=None) -> str:
+              at=None, accs: bool = False, lanes: bool = False, position=None,
+              width: int | None = None) -> str:
     """One warp's ordered fold of ``src[start:end]`` (locals ``start``, ``end``,
     ``lane``) in warp tiles of ``warp * items``: each lane folds its neighbouring
     items, the warp combines its lanes with shuffles, and lane 0 folds the tile
     into ``acc``, which lane 0 holds at the end when the range is not empty.
     Full tiles are read ``vector`` elements at a time, ``tiles`` of them
     per loop iteration; ``at``, ``accs`` and ``position`` as for :func:`fold_items`.
+
+    ``width``: the same fold by each group of ``width`` lanes (a power of two
+    below the warp), each with its own range, in tiles of ``width * items``;
+    ``lane`` is then the index in the group, and groups may diverge (their
+    shuffles name their own lanes: :func:`warp_reduce`).
 
     ``lanes``: for commutative ops only (:func:`lane_fold`), each lane keeps its
     own accumulator across tiles and the warp combines its lanes once, at the end.
@@ -323,14 +344,14 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
         """,
         I=i, I1=i - 1, zero=zero(spec),
         tiles=_tile_loop(
-            spec, src, vector, at, accs, warp_reduce(spec, dialect, "v", "lane", None),
-            _multi_tile(spec, dialect, src, tiles, vector, at, accs, position)
-            if tiles > 1 else "", position,
+            spec, src, vector, at, accs, warp_reduce(spec, dialect, "v", "lane", None, width),
+            _multi_tile(spec, dialect, src, tiles, vector, at, accs, position, width)
+            if tiles > 1 else "", position, width,
         ).strip("\n"),
         combine_acc=combine("acc", "v"),
         fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at,
                                      position=position), 2),
-        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes"), 1),
+        reduce_tail=snippet(warp_reduce(spec, dialect, "v", "lane", "lanes", width), 1),
     )
 
 

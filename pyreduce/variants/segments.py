@@ -18,6 +18,16 @@ What reduces one segment is the spec's ``group``:
 
 ``thread``
     a thread per segment, a plain ordered loop: segments of a few elements.
+    Its loads are strided across the warp (each lane reads its own segment).
+``lanes``
+    a group of ``lanes`` lanes per segment (a power of two from 2 to half the
+    warp), so that a warp reads several whole short segments at once, its loads
+    adjacent (and vectors where rows are aligned): the ``warp`` group's code at
+    width ``lanes``. Lane ``g`` of a group folds items ``g * items ...`` of each
+    group tile of ``lanes * items`` elements, so its items precede lane
+    ``g + 1``'s; shuffles within the group (each group's own lanes: groups of
+    one warp may loop different numbers of times) combine the lanes in order,
+    and the group's lane 0 folds the tiles in order and writes the output.
 ``warp``
     a warp per segment (:func:`~pyreduce.variants._blocks.warp_fold`): lanes fold
     neighbouring items, shuffles combine the lanes in order, lane 0 folds the
@@ -143,7 +153,9 @@ def _thread(spec: BatchSpec, dialect) -> str:
 
 
 def _warp(spec: BatchSpec, dialect) -> str:
-    unit = spec.unit
+    """A warp per segment, or a group of ``lanes`` lanes (the same code at
+    another width: ``lane`` is the index in the group)."""
+    unit, width = spec.unit, spec.width
     return render(
         """
         tid = ${tid}
@@ -160,12 +172,12 @@ def _warp(spec: BatchSpec, dialect) -> str:
                 else:
         ${empty}
         """,
-        tid=dialect.thread_idx(), W=spec.warp, bid=dialect.block_idx(), NW=spec.warps,
+        tid=dialect.thread_idx(), W=width, bid=dialect.block_idx(), NW=spec.block // width,
         locate=snippet(_locate(spec), 1),
         start="origin" if unit else "0", end="origin + length" if unit else "length",
         fold=snippet(warp_fold(spec, dialect, "x", 1, spec.vector,
                                None if unit else _at(spec), spec.finish,
-                               position=_position(spec)), 1),
+                               position=_position(spec), width=width), 1),
         write=snippet(_write(spec, "acc"), 3), empty=snippet(_empty(spec), 3),
     )
 
@@ -205,7 +217,7 @@ def _block(spec: BatchSpec, dialect) -> str:
     )
 
 
-_GROUPS = {"thread": _thread, "warp": _warp, "block": _block}
+_GROUPS = {"thread": _thread, "lanes": _warp, "warp": _warp, "block": _block}
 
 
 def build(spec: BatchSpec, dialect, name: str) -> str:
