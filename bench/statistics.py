@@ -7,8 +7,8 @@ arrays and along axes, in one process on one GPU.
 Every library gets the same CuPy array (PyTorch a zero-copy tensor of it). A
 call is timed to its result being ready: the wall time per call of calls
 back to back, each followed by a device synchronisation (a structured
-reduction finishes on the host today, so a held GPU would not time it fairly),
-median of rounds. Each library's answer is checked against NumPy's on the
+reduction to one value finishes on the host, so a held GPU would not time it
+fairly), median of rounds. Each library's answer is checked against NumPy's on the
 host first (float64 for the statistics, exactly for the indices and extremes);
 a row whose answer disagrees is reported and not timed.
 
@@ -95,16 +95,25 @@ def run(args) -> dict:
 
     rng = cp.random.default_rng(0)
     rows = []
+
+    def wanted(case: str) -> bool:
+        return not args.only or any(part in case for part in args.only)
+
     for n, dtype in WHOLE:
+        case = f"{dtype} {log2(n)}"
+        if not wanted(case):
+            continue
         x = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
         for name in FUNCTIONS:
-            rows.append(_row(f"{dtype} {log2(n)}", name, x, None, args.rounds))
+            rows.append(_row(case, name, x, None, args.rounds))
         del x
     for shape, axis in AXES:
+        case = f"float32 {shape[0]} x {shape[1]} axis={axis}"
+        if not wanted(case):
+            continue
         x = rng.standard_normal(shape, dtype=cp.float32)
         for name in ("mean", "var", "argmax", "minmax"):
-            rows.append(_row(f"float32 {shape[0]} x {shape[1]} axis={axis}", name, x, axis,
-                             args.rounds))
+            rows.append(_row(case, name, x, axis, args.rounds))
         del x
     return {"meta": meta(DISTS), "rows": rows}
 
@@ -133,6 +142,9 @@ def report(data: dict) -> str:
 
 def _arguments(parser) -> None:
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", action="append", metavar="CASE",
+                        help='measure only the cases whose name contains CASE (repeatable); '
+                             'e.g. "2**24" or "axis=1"')
 
 
 if __name__ == "__main__":
