@@ -29,7 +29,7 @@ from .tuning_keywords import tuning_of
 __all__ = ["scan", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod"]
 
 
-def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
+def scan(x, op, identity=None, *, axis=None, dtype=None, out=None, inclusive: bool = True,
          initial=None, backend: str = "auto", stream=None, check: bool = False,
          tuning: Tuning | None = None, **kwargs):
     """The prefix scan of ``x`` with the associative operator ``op``.
@@ -55,6 +55,9 @@ def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
             own, the result of ``x``'s shape.
         dtype: the accumulator and result dtype (default: the input's). Input
             values are cast to it as they are loaded.
+        out: an array of the result's shape and dtype to write the result into
+            (a NumPy array, or a C-contiguous device array on a GPU backend),
+            which is returned, as NumPy's ``out=``.
         inclusive: ``False`` for an exclusive scan (it needs ``initial`` or an
             identity).
         initial: a value combined once on the left of every scan.
@@ -94,10 +97,10 @@ def scan(x, op, identity=None, *, axis=None, dtype=None, inclusive: bool = True,
     tuning = _scan_tuning("scan", tuning, kwargs)
     info = inspect(x)
     return _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream,
-                 tuning, check)
+                 tuning, check, out=out)
 
 
-def cumsum(x, axis=None, dtype=None, **kwargs):
+def cumsum(x, axis=None, dtype=None, out=None, **kwargs):
     """``numpy.cumsum``: the inclusive scan with ``"add"`` (see :func:`scan`,
     whose keywords after ``dtype`` it takes). The accumulator is that of
     :func:`pyreduce.sum`: NumPy's (booleans and small integers in int64, small
@@ -108,10 +111,10 @@ def cumsum(x, axis=None, dtype=None, **kwargs):
     >>> pyreduce.cumsum(np.array([[1, 2], [3, 4]], dtype=np.int8), backend="cpu")
     array([ 1,  3,  6, 10])
     """
-    return _named("cumsum", "add", inspect(x), axis, dtype, kwargs)
+    return _named("cumsum", "add", inspect(x), axis, dtype, kwargs, out=out)
 
 
-def cumprod(x, axis=None, dtype=None, **kwargs):
+def cumprod(x, axis=None, dtype=None, out=None, **kwargs):
     """``numpy.cumprod``: the inclusive scan with ``"mul"``, with
     :func:`cumsum`'s accumulator dtypes.
 
@@ -119,10 +122,11 @@ def cumprod(x, axis=None, dtype=None, **kwargs):
     >>> pyreduce.cumprod(np.array([1, 2, 3, 4]), backend="cpu")
     array([ 1,  2,  6, 24])
     """
-    return _named("cumprod", "mul", inspect(x), axis, dtype, kwargs)
+    return _named("cumprod", "mul", inspect(x), axis, dtype, kwargs, out=out)
 
 
-def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, **kwargs):
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False,
+                   **kwargs):
     """The array API's ``cumulative_sum``: :func:`cumsum`, except that ``axis``
     is needed for an array of more than one dimension, and that with
     ``include_initial=True`` each line starts with a zero (and is one longer).
@@ -132,10 +136,11 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, **kwar
     >>> pyreduce.cumulative_sum(np.array([1, 2, 3]), include_initial=True, backend="cpu")
     array([0, 1, 3, 6])
     """
-    return _cumulative("cumulative_sum", "add", x, axis, dtype, include_initial, kwargs)
+    return _cumulative("cumulative_sum", "add", x, axis, dtype, include_initial, kwargs, out)
 
 
-def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, **kwargs):
+def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False,
+                    **kwargs):
     """The array API's ``cumulative_prod``: :func:`cumprod`, with the axis rule
     and ``include_initial`` (each line starts with a one) of
     :func:`cumulative_sum`.
@@ -144,17 +149,19 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, **kwa
     >>> pyreduce.cumulative_prod(np.array([1, 2, 3]), include_initial=True, backend="cpu")
     array([1, 1, 2, 6])
     """
-    return _cumulative("cumulative_prod", "mul", x, axis, dtype, include_initial, kwargs)
+    return _cumulative("cumulative_prod", "mul", x, axis, dtype, include_initial, kwargs,
+                       out)
 
 
-def _cumulative(name, op, x, axis, dtype, include_initial, kwargs):
+def _cumulative(name, op, x, axis, dtype, include_initial, kwargs, out):
     """The array API's cumulative ``name`` with ``op``: ``axis`` needed above 1-D."""
     info = inspect(x)
     if axis is None:
         if len(info.shape) != 1:
             raise ValueError(f"{name} of a {len(info.shape)}-D array needs axis=")
         axis = 0
-    return _named(name, op, info, axis, dtype, kwargs, include_initial=bool(include_initial))
+    return _named(name, op, info, axis, dtype, kwargs, include_initial=bool(include_initial),
+                  out=out)
 
 
 #: the keywords of :func:`scan` the named scans pass on
@@ -177,7 +184,7 @@ def _scan_tuning(name: str, tuning, deprecated: dict) -> Tuning:
     return tuning
 
 
-def _named(name, op, info, axis, dtype, kwargs, include_initial=False):
+def _named(name, op, info, axis, dtype, kwargs, include_initial=False, out=None):
     kwargs = dict(kwargs)
     tuning = kwargs.pop("tuning", None)
     deprecated = {k: kwargs.pop(k) for k in _SCAN_FIELDS if k in kwargs}
@@ -187,13 +194,14 @@ def _named(name, op, info, axis, dtype, kwargs, include_initial=False):
     acc = sum_dtype(info.dtype) if dtype is None else dtype
     return _scan(info, op, None, axis, acc, True, None, kwargs.get("backend", "auto"),
                  kwargs.get("stream"), _scan_tuning(name, tuning, deprecated), False,
-                 include_initial)
+                 include_initial, out)
 
 
 def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, tuning,
-          check, include_initial=False):
+          check, include_initial=False, out=None):
     """:func:`scan` of an inspected input; ``include_initial``: each line
-    starts with ``initial`` (or the identity), and is one longer."""
+    starts with ``initial`` (or the identity), and is one longer; ``out``: the
+    array the result is written into (:class:`pyreduce.manyvalues.Result`)."""
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype)
     if monoid.map is not None or is_tuple(monoid.dtype):
         raise ValueError(f"{monoid.name}: scan takes scalar ops without an element map")
@@ -225,7 +233,7 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
     grown = 1 if include_initial else 0
     out_shape = ((line + grown,) if axis is None
                  else shape[:axis] + (line + grown,) + shape[axis + 1:])
-    result = Result(be, monoid.dtype, out_shape, info, None, False, stream)
+    result = Result(be, monoid.dtype, out_shape, info, out, False, stream)
 
     def finish(values):  # scanned rows on the host: the result
         if grown:
@@ -255,11 +263,11 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
         init_buf = be.allocate(1, monoid.dtype)
         be.put_array(init_buf, np.asarray([init], dtype=monoid.dtype), stream)
     direct = moved is None and not grown and result.buffer is not None
-    out = result.buffer if direct else be.allocate(info.size, monoid.dtype)
-    scan_rows(call, src, info.dtype, lines, line, out, init_buf, exclusive=not inclusive)
+    dst = result.buffer if direct else be.allocate(info.size, monoid.dtype)
+    scan_rows(call, src, info.dtype, lines, line, dst, init_buf, exclusive=not inclusive)
     if direct:
         return result.user
-    return finish(be.read_array(out, info.size, stream).reshape(lines, line))
+    return finish(be.read_array(dst, info.size, stream).reshape(lines, line))
 
 
 def _rows(host: np.ndarray, axis) -> np.ndarray:

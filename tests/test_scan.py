@@ -245,3 +245,48 @@ def test_errors(backend):
         pyreduce.scan(x, "add", backend=backend, variant="naive")
     with pytest.raises(TypeError, match="tuning= must be a pyreduce.Tuning"):
         pyreduce.cumprod(x, backend=backend, tuning={"block_size": 64})
+
+
+def _out_like(want: np.ndarray, on_device: bool):
+    """An array to write a result of ``want``'s shape and dtype into, filled with
+    a value no result has (so an unwritten element shows)."""
+    out = np.full(want.shape, 77, want.dtype)
+    if on_device:
+        from numba import cuda
+
+        return cuda.to_device(out)
+    return out
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_out(backend, on_device):
+    """``out=`` as NumPy's: the result written into it, and it returned, for the
+    flat scan, a scan along each axis, include_initial, an empty input and a
+    user operator; a device out only on a GPU backend."""
+    if on_device and backend == "cpu":
+        pytest.skip("a device out= needs a GPU backend")
+    m = data(60, "int16", 9).reshape(5, 12)
+    x = affine_data(70, seed=3)
+    cases = [
+        (lambda o: pyreduce.cumsum(m, out=o, **on(backend)), np.cumsum(m)),
+        (lambda o: pyreduce.cumprod(m[:, :4], axis=0, out=o, **on(backend)),
+         np.cumprod(m[:, :4], axis=0)),
+        (lambda o: pyreduce.cumulative_sum(m, axis=1, include_initial=True, out=o,
+                                           **on(backend)),
+         np.cumulative_sum(m, axis=1, include_initial=True)),
+        (lambda o: pyreduce.cumulative_prod(m[0, :5], out=o, **on(backend)),
+         np.cumulative_prod(m[0, :5])),
+        (lambda o: pyreduce.cumsum(np.zeros(0, np.float32), out=o, **on(backend)),
+         np.zeros(0, np.float32)),
+        (lambda o: pyreduce.scan(x, affine, out=o, **on(backend)),
+         np.array(accumulate(x.tolist(), affine), dtype=x.dtype)),
+    ]
+    for call, want in cases:
+        out = _out_like(want, on_device)
+        assert call(out) is out
+        got = host(out)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (got, want)
+    with pytest.raises(ValueError, match="shape"):
+        pyreduce.cumsum(m, out=_out_like(np.zeros(59, np.int64), on_device), **on(backend))
+    with pytest.raises(TypeError, match="dtype"):
+        pyreduce.cumsum(m, out=_out_like(np.zeros(60, np.float64), on_device), **on(backend))
