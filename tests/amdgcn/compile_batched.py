@@ -236,8 +236,8 @@ def compile_finishers(arch: str, wave: int, backend, compile_one,
         fin = monoid.finisher
         flagged = fin.counted
         kernel = backend.finish_kernel(fin, monoid.dtype, flagged)
-        rec = dict(target=arch, wave=wave, family="finish", case="finish", dtype=str(monoid.dtype),
-                   op=builder, variant=f"finish {label}", block=backend.gather_block,
+        rec = dict(target=arch, wave=wave, family="finish", case="float32 input",
+                   dtype=str(monoid.dtype), op=builder, variant=label, block=backend.gather_block,
                    items=1, kernel=kernel.name, spec=f"{fin.name} -> {fin.dtype}"
                    f"{' x2' if fin.outputs > 1 else ''}{' flagged' if flagged else ''}",
                    expect=dict(cross_lane=False, barrier=False, atomic=False, lds=0),

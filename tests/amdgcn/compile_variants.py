@@ -150,6 +150,8 @@ def parse_isa(asm: str) -> dict:
         facts[key] = int(found[0]) if found else None
     for key, pattern in _COUNTS.items():
         facts[key] = len(re.findall(pattern, asm))
+    # DPP: instructions, not operands (a DPP move names its `_dpp` and its pattern)
+    facts["dpp"] = sum(1 for line in asm.splitlines() if re.search(_COUNTS["dpp"], line))
     facts["kernels"] = len(re.findall(r"^\s*\.amdhsa_kernel\s", asm, re.M))
     return facts
 
@@ -399,15 +401,15 @@ def _table(records: list[dict], target: str, row: str) -> list[str]:
     the last two columns for the first case."""
     cases = list(dict.fromkeys(r["case"] for r in records))
     by = {(r["variant"], r["case"]): r for r in records if r["target"] == target}
-    lines = [f"| {row} | " + " | ".join(cases) + " | bpermute+swizzle | s_barrier |",
+    lines = [f"| {row} | " + " | ".join(cases) + " | bpermute+swizzle+DPP | s_barrier |",
              "|---|" + "---:|" * (len(cases) + 2)]
     for variant in dict.fromkeys(r["variant"] for r in records if r["target"] == target):
         cells = [_cell(by.get((variant, case))) for case in cases]
         first = next((by[variant, c]["isa"] for c in cases
                       if "isa" in by.get((variant, c), {})), {})
+        lanes = "+".join(str(first.get(k, "")) for k in ("ds_bpermute", "ds_swizzle", "dpp"))
         lines.append(f"| {variant} | " + " | ".join(cells)
-                     + f" | {first.get('ds_bpermute', '')}+{first.get('ds_swizzle', '')} "
-                     f"| {first.get('s_barrier', '')} |")
+                     + f" | {lanes if first else ''} | {first.get('s_barrier', '')} |")
     return lines
 
 
@@ -424,7 +426,8 @@ def markdown(records: list[dict], meta: dict) -> str:
         "Each cell: VGPRs / LDS bytes / compile seconds (numba-hip lowering and "
         "linking plus llc). Scratch, spills and calls are 0 in every cell that has "
         "no mark. The last two columns are for the first case: cross-lane instructions "
-        "(`ds_bpermute_b32` + `ds_swizzle_b32`) and `s_barrier`s in the assembly.",
+        "(`ds_bpermute_b32` + `ds_swizzle_b32` + DPP instructions) and `s_barrier`s in "
+        "the assembly.",
     ]
     for family, (heading, row) in _SECTIONS.items():
         part = [r for r in records if r["family"] == family]
