@@ -239,3 +239,49 @@ def test_batched_kernels_use_only_numba_hip_names():
             assert widths <= {str(fields.get("lanes", warp))}, (fields, widths)
             if fields.get("lanes"):
                 assert widths == {str(fields["lanes"])}, (fields, widths)
+
+
+def test_batched_tuple_and_mapped_accumulators_shuffle_at_their_width():
+    """A record accumulator (argmax's (value, index)) and a mapped scalar op
+    (nansum) in the segments family at every group width: every field's shuffle
+    carries the width of the lanes that reduce one segment (compiled for gfx942
+    and gfx1100 by tests/amdgcn/compile_batched.py)."""
+    from pyreduce import structured
+    from pyreduce.spec import BatchSpec
+
+    for monoid in (structured.argmax_monoid(np.dtype(np.float32)),
+                   structured.nansum_monoid(np.dtype(np.float32))):
+        names = NAMESPACE | {"fmap"} | ({f"{p}{k}_t" for p in "fc" for k in range(2)}
+                                        if monoid.dtype.names else set())
+        for warp in (64, 32):
+            widths = [("warp", 0), ("block", 0)]
+            widths += [("lanes", 1 << k) for k in range(1, warp.bit_length() - 1)]
+            for group, lanes in widths:
+                for source in ("rows", "offsets"):
+                    spec = BatchSpec("segments", np.float32, monoid.dtype, "op", 256, warp, 4,
+                                     group=group, source=source, lanes=lanes, mapped=True)
+                    src = generate(spec, HIP)[1]
+                    where = (monoid.name, warp, group, lanes, source)
+                    tree = ast.parse(src)
+                    assert gpu_names(tree) <= HIP_GPU_NAMES, where
+                    assert free_names(tree) <= names, (where, free_names(tree) - names)
+                    shuffles = re.findall(r"gpu\.shfl_down\(\w*\([^()]*\), \w+, (\d+)\)\)",
+                                          src)
+                    assert len(shuffles) == src.count("gpu.shfl_down"), where
+                    assert set(shuffles) == {str(lanes or warp)}, (where, set(shuffles))
+                    assert f"lane = tid % {lanes or warp}\n" in src, where
+
+
+def test_finishing_kernel_source():
+    """The finishing kernel of structured reductions (pyreduce.finishing) in the
+    HIP dialect: numba-hip's names only, no launch bounds, no warp operations."""
+    from pyreduce.finishing import finish_source
+
+    for width, outputs, flagged in ((2, 1, False), (3, 1, True), (2, 2, False)):
+        name, src = finish_source(width, outputs, flagged, HIP)
+        tree = ast.parse(src)
+        assert "@gpu.jit\n" in src and "launch_bounds" not in src
+        assert gpu_names(tree) <= {"threadIdx.x", "blockIdx.x", "blockDim.x", "gridDim.x",
+                                   "jit"}, gpu_names(tree)
+        assert free_names(tree) <= {"gpu", "finish", "res_t"}, free_names(tree)
+        assert f"def {name}(" in src
