@@ -26,6 +26,7 @@ concurrent calls never share one (``list.pop``/``append`` are atomic).
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -226,14 +227,24 @@ def resolve(backend, args, buffers, flat, out, offsets=None) -> tuple:
     return tuple(found)
 
 
+#: ``CU_STREAM_PER_THREAD``: the handle of every host thread's own default stream
+PER_THREAD_STREAM = 2
+
+
 def stream_key(stream):
-    """A hashable name for the stream (its handle), 0 for the default stream."""
+    """A hashable name for the stream: its handle, 0 for the default stream; the
+    per-thread default stream's handle (:data:`PER_THREAD_STREAM`, CuPy's under
+    ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``) names another stream in each
+    thread, so it is named with the thread: work queued by one thread is not
+    ordered before another's on it, and a workspace whose scratch a queued
+    kernel still reads must not pass to another thread."""
     if not stream:
         return 0
     try:
-        return int(stream)
+        handle = int(stream)
     except TypeError:
         return id(stream)
+    return (handle, threading.get_ident()) if handle == PER_THREAD_STREAM else handle
 
 
 def typing_error(exc, spec) -> Exception | None:

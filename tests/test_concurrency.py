@@ -234,3 +234,19 @@ def test_concurrent_first_use_of_a_backend(name):
         out = json.loads(lines[-1])
         assert out["errors"] == []
         assert out["results"] == [True] * 8
+
+
+def test_the_per_thread_default_stream_is_named_with_its_thread():
+    """Workspaces are pooled per stream. The per-thread default stream's handle
+    (2) is another stream in each thread, so its pools are per thread: one
+    thread's queued kernels may still read a workspace's scratch when its call
+    returns, and another thread's work on its own stream is not ordered after
+    them. Other handles are one stream whatever the thread."""
+    from pyreduce.driver import PER_THREAD_STREAM, stream_key
+
+    here = stream_key(PER_THREAD_STREAM)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        there = pool.submit(stream_key, PER_THREAD_STREAM).result()
+        assert pool.submit(stream_key, 7).result() == stream_key(7) == 7
+        assert pool.submit(stream_key, None).result() == stream_key(0) == 0
+    assert here == stream_key(PER_THREAD_STREAM) and here != there

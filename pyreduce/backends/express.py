@@ -17,6 +17,7 @@ path.
 
 from __future__ import annotations
 
+from ..driver import PER_THREAD_STREAM
 from ..dtypes import storage
 from ..planner import address_alignment
 from ..callmemo import MISS
@@ -62,7 +63,9 @@ class Express:
             if self.new is None:
                 return MISS
             user, out = self.new((), self.dtype, self.device, self.stream, info.device)
-        pool = self.pool
+        # the per-thread default stream is another stream in each thread: its
+        # pool is the calling thread's (pyreduce.driver.stream_key)
+        pool = self.pool if self.stream != PER_THREAD_STREAM else self.exe.pool(self.stream)
         try:
             ws = pool.pop()
         except IndexError:
