@@ -26,6 +26,7 @@ concerns, as NumPy's reductions along an axis give them (:meth:`Finisher.report`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from typing import Callable
@@ -148,7 +149,7 @@ class Finisher:
     error: bool = False
     counted: bool = False
 
-    @property
+    @functools.cached_property  # read on every call: walking the bytecode once is enough
     def key(self):
         """What the compiled function depends on (``ddof`` is an argument)."""
         return (function_key(self.fn), self.outputs, self.dtype.str)
