@@ -147,8 +147,10 @@ def canonical(value) -> str:
     """A text for ``value`` that is the same in every process and differs for
     different values: ints, floats (by bits), complex, str, bytes, None, bools,
     NumPy dtypes and scalars, classes defined at a module's top level (by module
-    and name), tuples and lists of them, dicts, and dataclasses (by type name and
-    fields). Anything else is :class:`Unkeyable`."""
+    and name), tuples and lists of them, dicts, dataclasses (by type name and
+    fields), and objects that name themselves across processes (``global_name()``:
+    an operator's modules and module-level functions and classes). Anything else
+    is :class:`Unkeyable`."""
     parts: list = []
     _canonical(value, parts)
     return "".join(parts)
@@ -193,6 +195,10 @@ def _canonical(value, out: list) -> None:
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         out.append(type(value).__qualname__)
         _canonical({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, out)
+    elif callable(getattr(value, "global_name", None)) and value.global_name() is not None:
+        # an object an operator reads by identity that another process imports
+        # under the same name (pyreduce.opkey.Ident: a module, numpy.float64)
+        out.append(f"g{value.global_name()};")
     else:
         raise Unkeyable(f"{type(value).__name__} has no stable key")
 

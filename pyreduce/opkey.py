@@ -39,6 +39,7 @@ import builtins
 import hashlib
 import inspect
 import struct
+import sys
 import threading
 import types
 import weakref
@@ -72,6 +73,39 @@ class Ident:
 
     def __repr__(self):
         return f"Ident({type(self.obj).__name__} at {id(self.obj):#x})"
+
+    def global_name(self) -> str | None:
+        """The name another process finds the same object under, or None: an
+        imported module's name, or the module and qualified name of a class or
+        function defined at a module's top level (``numpy:float64``,
+        ``math:sqrt``, ``numpy:sqrt``), each with its top-level package's
+        version; only of the standard library and of packages with a
+        ``__version__`` (a script's or a local module's objects could change
+        under the same name). What lets the disk cache keep an operator that reads
+        ``np.float64`` or ``math.sqrt`` (:func:`pyreduce.diskcache.canonical`)."""
+        obj = self.obj
+        if isinstance(obj, types.ModuleType):
+            name = getattr(obj, "__name__", None)
+            if not isinstance(name, str) or sys.modules.get(name) is not obj:
+                return None
+        else:
+            module = getattr(obj, "__module__", None)
+            qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+            if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+                return None
+            found = sys.modules.get(module)
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+            if found is not obj:
+                return None
+            name = f"{module}:{qualname}"
+        package = name.split(":")[0].split(".")[0]
+        if package in sys.stdlib_module_names:
+            return f"{name}@"
+        # a released package: its version names its code (a script's or a local
+        # module's classes could change under the same name between processes)
+        version = getattr(sys.modules.get(package), "__version__", None)
+        return f"{name}@{version}" if isinstance(version, str) else None
 
 
 class _Digest(bytes):
