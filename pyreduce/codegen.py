@@ -81,12 +81,21 @@ class Kernel:
     #: False where configuring returns the kernel itself (the simulator's kernels
     #: store the last grid on themselves, so a cached launcher would be stale).
     cache_launchers: bool = True
+    #: for a kernel outside a plan (``spec`` None: the finishing kernel), what
+    #: its machine code depends on besides its source, for the disk cache
+    #: (an operator-style code key); None: not kept on disk
+    cache_key: Any = None
     _launchers: dict = dataclasses.field(default_factory=dict, repr=False)
     _fn: Any = dataclasses.field(default=None, repr=False)
     _lock: Any = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     def __repr__(self):
         return f"<Kernel {self.name}>"
+
+    @property
+    def label(self) -> str:
+        """How logs and the disk cache name it."""
+        return self.spec.label if self.spec is not None else self.name
 
     @property
     def fn(self):

@@ -145,6 +145,11 @@ def outer(c):
 print(diskcache.op_key(as_monoid(outer(scale), np.dtype("f8")).cache_key))
 print(diskcache.op_key(as_monoid(lambda a, b: a if a > b else b, np.dtype("i4")).cache_key))
 print(diskcache.op_key(as_monoid("max", np.dtype("f4")).cache_key))
+import math
+print(diskcache.op_key(as_monoid(lambda a, b: math.hypot(a, b) + np.float64(np.sqrt(b)),
+                                 np.dtype("f8")).cache_key))
+from pyreduce import structured
+print(diskcache.op_key(structured.moments_monoid(np.dtype("f4"), "mean").key))
 """
 
 
@@ -153,7 +158,41 @@ def test_op_keys_are_the_same_in_every_process():
     first = run_python(_KEY_TEXT, {"PYTHONHASHSEED": "1"})
     second = run_python(_KEY_TEXT, {"PYTHONHASHSEED": "2"})
     assert first == second
-    assert len(set(first.splitlines())) == 3
+    assert len(set(first.splitlines())) == 5
+
+
+def test_modules_and_their_functions_and_classes_are_named_across_processes():
+    """An operator reading ``np.float64``, ``np.sqrt`` or ``math.hypot`` (the
+    structured reductions' element maps do) is kept on disk: each is named by
+    module, name and package version; objects no other process can name stay
+    unkeyable."""
+    import math
+
+    from pyreduce.opkey import Ident
+
+    assert Ident(np).global_name() == f"numpy@{np.__version__}"
+    assert Ident(np.float64).global_name() == f"numpy:float64@{np.__version__}"
+    assert Ident(np.sqrt).global_name() == f"numpy:sqrt@{np.__version__}"
+    assert Ident(math.hypot).global_name() == "math:hypot@"
+
+    class Local:
+        pass
+
+    import types
+
+    script = types.ModuleType("a_local_module")  # no version: may change between runs
+    script.Thing = type("Thing", (), {"__module__": "a_local_module"})
+    sys.modules["a_local_module"] = script
+    try:
+        assert Ident(script).global_name() is None
+        assert Ident(script.Thing).global_name() is None
+    finally:
+        del sys.modules["a_local_module"]
+    for obj in (object(), Local, Local(), np.zeros(2)):
+        assert Ident(obj).global_name() is None
+        with pytest.raises(diskcache.Unkeyable):
+            diskcache.canonical(Ident(obj))
+    assert diskcache.canonical(Ident(np.float32)) != diskcache.canonical(Ident(np.float64))
 
 
 # --------------------------------------------------------------------------
@@ -751,6 +790,32 @@ def test_the_nvvm_library_is_found_by_name_or_path():
         assert found and os.path.isfile(found) and "libc.so" in found
 
 
+def test_the_finishing_kernels_image_key(toolchain):
+    """A kernel outside a plan (the finishing kernel: no spec) is keyed by its
+    source, its own code key (the finisher's) and the argument types; without a
+    code key it is not kept on disk."""
+    from pyreduce.backends.cubins import image_key
+    from pyreduce.finishers import mean, variance
+
+    def finishing(fin, source="def f(acc, out0, ddof): pass"):
+        k = FakeKernel(None, source)
+        k.cache_key = None if fin is None else ("finisher", fin.key, False)
+        return k
+
+    args = (("array", np.dtype([("f0", "f8"), ("f1", "f8")]), "C"),
+            ("array", np.dtype("f4"), "C"), "float64")
+    base = diskcache.canonical(image_key(finishing(mean("f4")), args, (9, 0)))
+    others = [image_key(finishing(mean("f8")), args, (9, 0)),
+              image_key(finishing(variance("f4", 0)), args, (9, 0)),
+              image_key(finishing(mean("f4"), "def f(acc, out0, ddof): return"), args, (9, 0)),
+              image_key(finishing(mean("f4")), args[:1] + (("array", np.dtype("f8"), "C"),)
+                        + args[2:], (9, 0))]
+    texts = {diskcache.canonical(k) for k in others}
+    assert len(texts | {base}) == len(others) + 1
+    assert diskcache.canonical(image_key(finishing(mean("f4")), args, (9, 0))) == base
+    assert image_key(finishing(None), args, (9, 0)) is None
+
+
 def test_no_image_key_for_an_op_known_by_identity_or_with_the_cache_off(toolchain, monkeypatch):
     from pyreduce.backends.cubins import image_key
 
@@ -1075,6 +1140,10 @@ op = lambda a, b: a if a < b else b
 assert pyreduce.reduce(x, op) == host.min()
 ints = rng.integers(-9, 9, 100_001).astype(np.int32)
 assert pyreduce.sum(cuda.to_device(ints)) == ints.sum()
+# structured reductions finished on the device: the finishing kernel is kept too
+assert np.isclose(pyreduce.mean(x, device_result=True).copy_to_host(), host.mean())
+rows = host.reshape(1024, 1024)
+assert np.allclose(pyreduce.var(cuda.to_device(rows), axis=1).copy_to_host(), rows.var(axis=1))
 print(dict(diskcache.stats().get("cuda", {})))
 """
 

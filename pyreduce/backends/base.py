@@ -266,24 +266,32 @@ class GeneratedBackend:
                 return compile_module(source, filename, namespace)[name]
 
             return Kernel(None, name, source, filename, make,
-                          cache_launchers=self.name != "sim")
+                          cache_launchers=self.name != "sim",
+                          cache_key=("finisher", finisher.key, flagged))
 
         return KERNELS.get((self.name, "finish", finisher.key, str(acc_dtype.descr), flagged),
                            build)
 
-    def finish(self, finisher, acc, outs, count: int, stream, flagged: bool) -> bool:
+    def finish(self, finisher, acc, outs, count: int, stream, flagged: bool,
+               kernel=None) -> bool:
         """Queue on ``stream`` the finishing of the ``count`` accumulators in the
         device buffer ``acc`` into the device buffers ``outs`` (one per result).
         ``flagged``: read back whether a lane was flagged (4 bytes; this waits for
-        the stream), else return False without waiting."""
-        kernel = self.finish_kernel(finisher, acc.dtype, flagged)
+        the stream), else return False without waiting. ``kernel``: its
+        :meth:`finish_kernel`, where the caller holds it."""
+        kernel = kernel or self.finish_kernel(finisher, acc.dtype, flagged)
         flags = self.allocate(1, np.int32, zeroed=True) if flagged else None
         args = (self.slice(acc, 0, count), *outs) + ((flags,) if flagged else ())
         block = self.gather_block
         grid = min(-(-count // block), self.gather_grid)
         with self.launch_context(self.device().warp):
-            self.launch(kernel, grid, block, stream, args + (float(finisher.ddof),))
+            self.launch_finishing(kernel, grid, block, stream, args + (float(finisher.ddof),))
         return bool(self.read_array(flags, 1, stream)[0]) if flagged else False
+
+    def launch_finishing(self, kernel, grid, block, stream, args):
+        """The finishing kernel's launch: :meth:`launch`, where a backend has no
+        faster way."""
+        self.launch(kernel, grid, block, stream, args)
 
     #: the gather and finishing kernels' block size and most blocks
     gather_block, gather_grid = 256, 1024

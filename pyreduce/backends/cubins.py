@@ -121,7 +121,7 @@ def _function_handle(kernel, argtypes: tuple) -> int:
         text = None if key is None else diskcache.canonical(key)
     if text is not None:
         _loaded[(ctx, diskcache.digest(text))] = handle
-        diskcache.store(KIND, text, image, {"entry": entry_name, "label": kernel.spec.label,
+        diskcache.store(KIND, text, image, {"entry": entry_name, "label": kernel.label,
                                             "cc": list(cc)})
     return handle
 
@@ -138,7 +138,7 @@ def _compile(kernel, argtypes) -> tuple:
         # loaded after Numba's objects for it are gone (a kernel evicted from the
         # memory cache, cache_clear()), as loaded images' modules do (_modules)
         _modules.append(cufunc)
-    diskcache.report_compile(f"the kernel {kernel.spec.label}", time.perf_counter() - start)
+    diskcache.report_compile(f"the kernel {kernel.label}", time.perf_counter() - start)
     image = cubin_bytes(library.get_cubin())
     remember_toolchain()
     return handle, image, compiled.entry_name
@@ -174,14 +174,17 @@ def load_function(image: bytes, entry: str) -> int:
 
 
 def numba_signature(argtypes) -> tuple:
-    """The Numba types of argument descriptors: ``"int64"`` for a scalar (every
-    scalar the kernels take), ``("array", dtype, layout)`` for a 1-D array
+    """The Numba types of argument descriptors: ``"int64"`` for an integer (every
+    one the kernels take), ``"float64"`` (the finishing kernel's ``ddof``),
+    ``("array", dtype, layout)`` for a 1-D array
     (:meth:`pyreduce.backends.fastpath.DeviceView.arg_type`)."""
     from numba.cuda import types
     from numba.cuda.np.numpy_support import from_dtype
 
+    scalars = {"int64": types.int64, "float64": types.float64}
     return tuple(
-        types.int64 if t == "int64" else types.Array(from_dtype(t[1]), 1, t[2]) for t in argtypes
+        scalars[t] if isinstance(t, str) else types.Array(from_dtype(t[1]), 1, t[2])
+        for t in argtypes
     )
 
 
@@ -198,6 +201,15 @@ def image_key(kernel, argtypes, cc) -> tuple | None:
     if tools is None:
         return None
     spec = kernel.spec
+    if spec is None:  # a kernel outside a plan: its own code key, if it has one
+        if kernel.cache_key is None:
+            return None
+        try:
+            own = diskcache.op_key(kernel.cache_key)
+        except diskcache.Unkeyable:
+            return None
+        return ("kernel", kernel.source, own, argtypes, tuple(cc), tools,
+                diskcache.code_version())
     try:
         op = diskcache.op_key(spec.op_key)
     except diskcache.Unkeyable:

@@ -208,6 +208,34 @@ class PreparedLaunch:
             check_driver(err)
 
 
+def launch_args(kernel, args, grid: int, block: int, stream) -> None:
+    """A launch of ``kernel`` outside a plan (the finishing kernel) on a 1-D grid,
+    by the same path as :class:`PreparedLaunch`'s: ``args`` are device views
+    and floats (float64 parameters). The function is loaded from the disk cache
+    or compiled once per device and argument types, and kept with the kernel:
+    Numba's dispatcher would spend more than a hundred microseconds a launch
+    typing record arrays."""
+    values, types = [], []
+    for a in args:
+        if isinstance(a, DeviceView):
+            values.extend(a.args())
+            types.append(a.arg_type())
+        else:
+            values.append(int(np.float64(a).view(np.int64)))
+            types.append("float64")
+    key = ("function", current_device(), tuple(types))
+    handle = kernel._launchers.get(key)
+    if handle is None:
+        handle = kernel._launchers[key] = function_handle(kernel, key[2])
+    words = np.array(values + [0, *driver_functions()], dtype=np.int64)
+    pointers = np.arange(len(values), dtype=np.uint64) * 8 + words.ctypes.data
+    # cuLaunchKernel reads the parameters before it returns: the arrays may go then
+    err = launch(words, -1, -1, 0, 0, 0, 0, ANY_DEVICE, handle, grid, block,
+                 stream_handle(stream), int(pointers.ctypes.data))
+    if err:
+        check_driver(err)
+
+
 #: :func:`launch`'s ``device`` for a launch on whatever device is current.
 ANY_DEVICE = -1
 #: :func:`launch`'s result when the current device is not the one asked for (CUDA

@@ -186,6 +186,11 @@ class CudaBackend(NumbaCudaBackend):
     def prepare(self, kernel, step, buffers):
         return PreparedLaunch(kernel, step, buffers)
 
+    def launch_finishing(self, kernel, grid, block, stream, args):
+        """The finishing kernel, launched as the plans' kernels are (its record
+        arrays would cost Numba's dispatcher more than a hundred microseconds)."""
+        fastpath.launch_args(kernel, args, grid, block, stream)
+
     def launch(self, kernel, grid, block, stream, args):
         """A launch through Numba's dispatcher, for kernels outside a plan (the
         scans of :mod:`pyreduce.prefix`): this backend's buffers, views of raw
