@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import backends, manyvalues, masked, selection
+from . import backends, callmemo, manyvalues, masked, selection
 from .axes import result_shape
 from .interop import Input
 from .ops import Monoid
+from .prepared import prepare
 
-__all__ = ["reduce", "place", "fill_masked"]
+__all__ = ["reduce", "one_value", "place", "fill_masked"]
 
 
 def _results(finished) -> tuple:
@@ -60,6 +61,36 @@ def place(values, info: Input, keepdims_shape: tuple, dtype, out, device_result:
                                    be.launch_stream(stream, info) if be.name != "cpu" else stream)
         placed.append(result.host(part))
     return tuple(placed) if isinstance(values, tuple) else placed[0]
+
+
+def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend: str,
+              tuning, stream):
+    """The one value of a structured reduction of an unmasked, non-empty input, as
+    a device array of ``keepdims_shape`` (a pair of them: minmax) finished on the
+    device where a GPU backend reduces it
+    (:func:`pyreduce.manyvalues.reduce_one_finished`): no accumulator comes
+    back, and the call does not wait for the GPU. None where the value is
+    finished on the host instead (the cpu backend, or a ``dtype=`` the
+    finishing kernel does not store as NumPy casts)."""
+    # the call shape: callmemo's, with what this call adds to it (its tuning too)
+    shape = ("finished", keepdims_shape, None if dtype is None else np.dtype(dtype), tuning)
+    k = callmemo.key(info, monoid, None, None, shape, backend, stream)
+    if k is not None:  # a repeat: its decisions remembered (pyreduce.callmemo)
+        found = callmemo.run(k, info, monoid, True)
+        if found is not callmemo.MISS:
+            return found
+    call = prepare(info, monoid, None, backend, tuning, stream, host_result=False)
+    if call.backend.name == "cpu":
+        return None
+    runner = manyvalues.one_finished(call, keepdims_shape, dtype)
+    if runner is None:
+        return None
+    if k is not None:
+        callmemo.remember_runner(k, runner, monoid)
+    found = runner(info, True)
+    # the runner's checks hold for the input it was made from
+    assert found is not callmemo.MISS
+    return found
 
 
 def fill_masked(info: Input, fill) -> Input:

@@ -32,7 +32,7 @@ from .cache import Memo
 from .opkey import bindings, op_ref, same, value_key
 from .planner import on_clear_plans
 
-__all__ = ["key", "run", "remember", "clear", "LIMIT", "MISS"]
+__all__ = ["key", "run", "remember", "remember_runner", "guarded", "clear", "LIMIT", "MISS"]
 
 #: Call shapes remembered at most (short-lived lambdas make new ones).
 LIMIT = 256
@@ -83,22 +83,30 @@ def run(k, info, op, device_result):
 
 def remember(k, call, op) -> None:
     """Remember ``call`` (a :class:`~pyreduce.prepared.Prepared` with a plan) for ``k``."""
+    be = call.backend
+    device = be.device_id()
+    if (runner := be.express(call, device)) is None:
+        detached = call.detached()
+        runner = guarded(be, call.stream, device, be.alignment(call.flat), detached.run_on)
+    remember_runner(k, runner, op)
+
+
+def remember_runner(k, runner, op) -> None:
+    """Remember ``runner(info, device_result)`` for ``k``: it returns the call's
+    result, or :data:`MISS` where one of its decisions does not hold for ``info``."""
     try:
         hash(k)
     except TypeError:  # an unhashable argument: no memo
         return
-    be = call.backend
-    device = be.device_id()
-    runner = be.express(call, device) or _on_device(call.detached(), device,
-                                                     be.alignment(call.flat))
     bound = bindings(op)
     _MEMO.put(k, _Entry(runner, bound), owner=op if bound else None)
 
 
-def _on_device(call, device, align):
-    """``call.run_on`` where the thread's device is still ``device`` and the
-    input's flat view has the alignment ``align``."""
-    be, stream = call.backend, call.stream
+def guarded(be, stream, device: int, align: int, run):
+    """A runner for :func:`remember_runner`: ``run(info, flat, device_result)``,
+    ``flat`` the input's flat view on ``be`` (read on ``stream``), where the
+    thread's device is still ``device`` and that view has the alignment
+    ``align`` (the plan's), else :data:`MISS`."""
 
     def runner(info, device_result):
         if be.device_id() != device:
@@ -106,7 +114,7 @@ def _on_device(call, device, align):
         flat = be.flat_input(info, stream)
         if be.alignment(flat) != align:
             return MISS
-        return call.run_on(info, flat, device_result)
+        return run(info, flat, device_result)
 
     return runner
 

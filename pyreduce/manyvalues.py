@@ -36,12 +36,13 @@ from . import backends
 from .axes import describe, result_shape, span_view
 from .backends.base import check_out, check_out_array, to_host
 from .batchplanner import plan_segments, plan_strided
+from .callmemo import guarded
 from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
 
 __all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_axes_raw",
-           "reduce_axes_finished", "result_outputs",
+           "reduce_axes_finished", "one_finished", "result_outputs",
            "reduce_segments", "device_layout", "validate_offsets", "as_fields", "filled",
            "check_no_finish", "check_tuple_outputs"]
 
@@ -296,15 +297,63 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         placed = tuple(r.host(v) for r, v in zip(results, parts))
         return placed if fin.outputs > 1 else placed[0]
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
-    count = math.prod(shape)
+    return _finish_on_device(be, monoid, results, device, src, plan, math.prod(shape), K, on)
+
+
+def _finish_on_device(be, monoid: Monoid, results, device, src, plan, count: int, K: int,
+                      stream):
+    """``plan`` run on ``src`` and its ``count`` accumulators (lanes of ``K``
+    elements) finished by the finishing kernel into the results' device
+    buffers; NumPy's warning or error for an empty lane given once."""
+    fin = monoid.finisher
 
     def finish(acc):
-        return be.finish(fin, acc, [r.buffer for r in results], count, on, fin.counted)
+        return be.finish(fin, acc, [r.buffer for r in results], count, stream, fin.counted)
 
-    flagged = be.executable(plan, monoid, device)(src, on, then=finish)
+    flagged = be.executable(plan, monoid, device)(src, stream, then=finish)
     fin.report(flagged if fin.counted else fin.flagged_at(K, monoid.dtype))
     users = tuple(r.user for r in results)
     return users if fin.outputs > 1 else users[0]
+
+
+def one_finished(call, keepdims_shape: tuple, dtype):
+    """How the one value of a structured reduction is finished on the device, as
+    a callable ``runner(info, device_result)`` for every input of ``call``'s call
+    shape (``call``: the :class:`~pyreduce.prepared.Prepared` of a non-empty,
+    unmasked input on a GPU backend): the whole input reduced by its 1-D plan and
+    the one accumulator finished by the finishing kernel straight into a new
+    device array of the input's library of ``keepdims_shape`` (a pair of them for
+    minmax), with no wait for the GPU unless the flag of an empty lane depends on
+    the data. Every decision is taken here, once (:mod:`pyreduce.callmemo`
+    remembers the runner): a call reads the input's address, makes the results
+    and launches. The runner returns :data:`pyreduce.callmemo.MISS` where the
+    thread's device or the input's alignment is not the call's
+    (:func:`pyreduce.callmemo.guarded`). None where it
+    does not apply: ``dtype`` is one the finishing kernel does not store as NumPy
+    casts (the caller finishes on the host)."""
+    monoid, be, stream = call.monoid, call.backend, call.stream
+    fin = monoid.finisher
+    want = fin.dtype if dtype is None else np.dtype(dtype)
+    if call.plan is None or call.flat is None or not fin.stores(want):
+        return None
+    run = be.executable(call.plan, monoid, call.device)
+    kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)
+    device, align = be.device_id(), be.alignment(call.flat)
+    # whether a lane of this many elements is flagged, where that is all it depends on
+    known = None if fin.counted else fin.flagged_at(call.info.size, monoid.dtype)
+    outputs = fin.outputs
+
+    def launch(info, flat, device_result):
+        made = [be.new_result(want, stream, info, keepdims_shape) for _ in range(outputs)]
+
+        def finish(acc):
+            return be.finish(fin, acc, [m[1] for m in made], 1, stream, fin.counted, kernel)
+
+        flagged = run(flat, stream, then=finish)
+        fin.report(flagged if known is None else known)
+        return (made[0][0], made[1][0]) if outputs > 1 else made[0][0]
+
+    return guarded(be, stream, device, align, launch)
 
 
 def result_outputs(out, count: int) -> tuple:

@@ -128,10 +128,11 @@ def _expected(name, x, **kw):
     return want, {str(w.message).rstrip(".") for w in caught if "slice" in str(w.message)}
 
 
-def _check(name, x, d, backend="sim", **kw):
+def _check(name, x, d, backend="sim", device_result=None, **kw):
     """``pyreduce.<name>(d, **kw)`` of the device array ``d`` (``x`` on the host)
     is NumPy's: values, dtype, warnings, error; an array of ``d``'s library."""
-    got, warned = _call(name, d, backend, **kw)
+    asked = {} if device_result is None else {"device_result": device_result}
+    got, warned = _call(name, d, backend, **kw, **asked)
     want, numpy_warned = _expected(name, x, **kw)
     if isinstance(want, ValueError):
         assert isinstance(got, ValueError) and str(got) == str(want), (got, want)
@@ -282,6 +283,61 @@ def test_no_accumulator_comes_back(name, reads):
     reads.clear()
     getattr(pyreduce, name)(x, axis=1, **on("sim"))
     assert [r for r in reads if r[0].names is not None]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", NAMES)
+def test_one_value_finished_on_the_device(name, reads):
+    """A reduction to one value whose result goes to the device
+    (``device_result=True``, ``keepdims``) is finished there too, after the whole
+    input's 1-D plan: NumPy's value, dtype and shape, and nothing read back but
+    the NaN statistics' flag; ``dtype=`` a float the kernel stores as NumPy casts."""
+    cuda = _cuda()
+    x = _data((3, 700), np.float32, 8, nan_share=0.05)
+    d = cuda.to_device(x)
+    every = {"axis": None if name in ("argmax", "argmin", "nanargmax", "nanargmin")
+             else (0, 1), "keepdims": True}
+    for kw in ({"device_result": True}, {"keepdims": True}, every):
+        reads.clear()
+        _check(name, x, d, **kw)
+        got = getattr(pyreduce, name)(d, **kw, **on("sim"))
+        for g in (got if name == "minmax" else (got,)):
+            assert hasattr(g, "copy_to_host") and g.shape == ((1, 1) if "keepdims" in kw else ())
+        assert not [r for r in reads if r[0].names is not None], reads
+        assert reads == ([(np.dtype(np.int32), 1)] * 2 if name.startswith("nan") else []), reads
+    if name in MOMENTS:
+        got = getattr(pyreduce, name)(d, dtype=np.float64, device_result=True, **on("sim"))
+        assert got.dtype == np.float64
+        assert np.allclose(got.copy_to_host(), _numpy(name, x), equal_nan=True)
+
+
+@pytest.mark.sim
+def test_a_repeated_one_value_call_takes_its_remembered_decisions(monkeypatch):
+    """The second call of a call shape goes straight to its launches (no
+    prepare); a new shape, dtype= or tuning prepares again, and each gets its
+    own right answer."""
+    from pyreduce import along
+
+    cuda = _cuda()
+    prepared = []
+    real = along.prepare
+    monkeypatch.setattr(along, "prepare", lambda *a, **k: prepared.append(1) or real(*a, **k))
+    x = _data((600,), np.float64, 9, nan_share=0)
+    d = cuda.to_device(x)
+    for _ in range(3):
+        assert np.isclose(pyreduce.var(d, device_result=True, **on("sim")).copy_to_host(),
+                          x.var())
+    assert len(prepared) == 1
+    y = cuda.to_device(x[:599])
+    assert np.isclose(pyreduce.var(y, device_result=True, **on("sim")).copy_to_host(),
+                      x[:599].var())
+    got = pyreduce.var(d, device_result=True, dtype=np.float32, **on("sim")).copy_to_host()
+    assert got.dtype == np.float32 and np.isclose(got, x.var())
+    other = on("sim")
+    other["tuning"] = other["tuning"].replace(block_size=2 * other["tuning"].block_size)
+    got = pyreduce.var(d, device_result=True, **other).copy_to_host()
+    assert np.isclose(got, x.var())
+    assert len(prepared) == 4
 
 
 @pytest.mark.parametrize("dialect", [None, "cuda", "sim", "hip"])
