@@ -18,6 +18,9 @@ Cases (each skipped where its library or a GPU is missing):
 ``cupy_max``        ``pyreduce.max`` of a 2**20 float32 CuPy array, CuPy imported
                     and initialised before the timer
 ``cupy_lambda``     the same with ``lambda a, b: a if a > b else b``
+``cupy_mean``       ``pyreduce.mean`` of it (a structured reduction: the kernels and
+                    the finishing kernel)
+``cupy_mean_peer``  CuPy's own ``x.mean()``, its peer
 ``cupy_peer``       CuPy's own ``x.max()``, the peer of the two above
 ``numpy_max``       ``pyreduce.max`` of a 2**20 float64 NumPy array (``auto``)
 ``numpy_lambda``    the same with the lambda
@@ -75,6 +78,19 @@ t = time.perf_counter()
 import pyreduce
 v = pyreduce.reduce(x, lambda a, b: a if a > b else b, device_result=False)
 done(seconds=time.perf_counter() - t, ok=bool(float(v) == float(x.max())))
+""",
+    "cupy_mean": _CUPY + """
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.mean(x)  # a structured reduction, finished on the device
+ok = abs(float(v) - float(x.astype(cp.float64).mean())) < 1e-6
+done(seconds=time.perf_counter() - t, ok=bool(ok))
+""",
+    "cupy_mean_peer": _CUPY + """
+t = time.perf_counter()
+v = x.mean()
+float(v)
+done(seconds=time.perf_counter() - t, ok=True)
 """,
     "cupy_peer": _CUPY + """
 t = time.perf_counter()

@@ -13,8 +13,10 @@ finished on the device, into it (:func:`pyreduce.manyvalues.reduce_axes_finished
 the accumulators never come to the host. Otherwise, and for masked arrays and
 ``where=`` (gathered on the host through :mod:`pyreduce.masked` and
 :mod:`pyreduce.selection`), they are finished on the host. A reduction to one
-value with ``keepdims``, ``out`` or ``dtype`` is the one value, finished on
-the host, shaped and placed the same way.
+value whose result goes to a device array (:func:`one_value`) is finished on
+the device the same way, after the whole input's 1-D plan; one with ``out=``
+or a host result is the one value finished on the host, shaped and placed as
+above.
 
 A masked array: mean, var and the other statistics of the unmasked elements of
 each lane, masked where a lane has none (as ``np.ma.mean(x, axis)``); the
