@@ -74,6 +74,9 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     back, and the call does not wait for the GPU. None where the value is
     finished on the host instead (the cpu backend, or a ``dtype=`` the
     finishing kernel does not store as NumPy casts)."""
+    fin = monoid.finisher
+    if not fin.stores(fin.dtype if dtype is None else np.dtype(dtype)):
+        return None
     # the call shape: callmemo's, with what this call adds to it (its tuning too)
     shape = ("finished", keepdims_shape, None if dtype is None else np.dtype(dtype), tuning)
     k = callmemo.key(info, monoid, None, None, shape, backend, stream)
@@ -84,15 +87,14 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     call = prepare(info, monoid, None, backend, tuning, stream, host_result=False)
     if call.backend.name == "cpu":
         return None
-    runner = manyvalues.one_finished(call, keepdims_shape, dtype)
-    if runner is None:
+    launch = manyvalues.one_finished(call, keepdims_shape, dtype)
+    if launch is None:
         return None
-    if k is not None:
-        callmemo.remember_runner(k, runner, monoid)
-    found = runner(info, True)
-    # the runner's checks hold for the input it was made from
-    assert found is not callmemo.MISS
-    return found
+    if k is not None:  # a device input: its repeats check the device and alignment first
+        be = call.backend
+        callmemo.remember_runner(k, callmemo.guarded(be, call.stream, be.device_id(),
+                                                     be.alignment(call.flat), launch), monoid)
+    return launch(info, call.flat, True)  # the input prepare placed (a host one uploaded once)
 
 
 def fill_masked(info: Input, fill) -> Input:

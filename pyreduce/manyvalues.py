@@ -36,7 +36,6 @@ from . import backends
 from .axes import describe, result_shape, span_view
 from .backends.base import check_out, check_out_array, to_host
 from .batchplanner import plan_segments, plan_strided
-from .callmemo import guarded
 from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
@@ -317,20 +316,18 @@ def _finish_on_device(be, monoid: Monoid, results, device, src, plan, count: int
 
 
 def one_finished(call, keepdims_shape: tuple, dtype):
-    """How the one value of a structured reduction is finished on the device, as
-    a callable ``runner(info, device_result)`` for every input of ``call``'s call
+    """How the one value of a structured reduction is finished on the device:
+    ``launch(info, flat, device_result)`` for every input of ``call``'s call
     shape (``call``: the :class:`~pyreduce.prepared.Prepared` of a non-empty,
-    unmasked input on a GPU backend): the whole input reduced by its 1-D plan and
-    the one accumulator finished by the finishing kernel straight into a new
-    device array of the input's library of ``keepdims_shape`` (a pair of them for
-    minmax), with no wait for the GPU unless the flag of an empty lane depends on
-    the data. Every decision is taken here, once (:mod:`pyreduce.callmemo`
-    remembers the runner): a call reads the input's address, makes the results
-    and launches. The runner returns :data:`pyreduce.callmemo.MISS` where the
-    thread's device or the input's alignment is not the call's
-    (:func:`pyreduce.callmemo.guarded`). None where it
-    does not apply: ``dtype`` is one the finishing kernel does not store as NumPy
-    casts (the caller finishes on the host)."""
+    unmasked input on a GPU backend; ``flat``: the input's flat view there),
+    which reduces the whole input by its 1-D plan and finishes the one
+    accumulator by the finishing kernel straight into a new device array of
+    the input's library of ``keepdims_shape`` (a pair of them for minmax),
+    with no wait for the GPU unless the flag of an empty lane depends on the
+    data. Every decision is taken here, once: a call makes the results and
+    launches (:func:`pyreduce.callmemo.guarded` makes it a remembered runner).
+    None where it does not apply: ``dtype`` is one the finishing kernel does not
+    store as NumPy casts (the caller finishes on the host)."""
     monoid, be, stream = call.monoid, call.backend, call.stream
     fin = monoid.finisher
     want = fin.dtype if dtype is None else np.dtype(dtype)
@@ -338,7 +335,6 @@ def one_finished(call, keepdims_shape: tuple, dtype):
         return None
     run = be.executable(call.plan, monoid, call.device)
     kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)
-    device, align = be.device_id(), be.alignment(call.flat)
     # whether a lane of this many elements is flagged, where that is all it depends on
     known = None if fin.counted else fin.flagged_at(call.info.size, monoid.dtype)
     outputs = fin.outputs
@@ -353,7 +349,7 @@ def one_finished(call, keepdims_shape: tuple, dtype):
         fin.report(flagged if known is None else known)
         return (made[0][0], made[1][0]) if outputs > 1 else made[0][0]
 
-    return guarded(be, stream, device, align, launch)
+    return launch
 
 
 def result_outputs(out, count: int) -> tuple:

@@ -38,8 +38,10 @@ from __future__ import annotations
 import builtins
 import hashlib
 import inspect
+import os
 import struct
 import sys
+import sysconfig
 import threading
 import types
 import weakref
@@ -75,37 +77,57 @@ class Ident:
         return f"Ident({type(self.obj).__name__} at {id(self.obj):#x})"
 
     def global_name(self) -> str | None:
-        """The name another process finds the same object under, or None: an
-        imported module's name, or the module and qualified name of a class or
-        function defined at a module's top level (``numpy:float64``,
-        ``math:sqrt``, ``numpy:sqrt``), each with its top-level package's
-        version; only of the standard library and of packages with a
-        ``__version__`` (a script's or a local module's objects could change
-        under the same name). What lets the disk cache keep an operator that reads
-        ``np.float64`` or ``math.sqrt`` (:func:`pyreduce.diskcache.canonical`)."""
+        """The name another process finds the same object under, or None. What
+        lets the disk cache keep an operator that reads ``np.float64``,
+        ``np.sqrt`` or ``math.hypot`` (:func:`pyreduce.diskcache.canonical`):
+
+        * an imported module, by its name: the attributes an operator reads from
+          it are keyed by their values, apart from this;
+        * a class or function at the top level of NumPy (with NumPy's version)
+          or of the standard library as installed (its file under the
+          interpreter's library directory, or built in).
+
+        Anything else, a user's module's classes, enums or ``vectorize``
+        functions among them, can change under the same name between
+        processes (and Numba compiles their contents in): None."""
         obj = self.obj
         if isinstance(obj, types.ModuleType):
             name = getattr(obj, "__name__", None)
-            if not isinstance(name, str) or sys.modules.get(name) is not obj:
-                return None
-        else:
-            module = getattr(obj, "__module__", None)
-            qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
-            if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
-                return None
-            found = sys.modules.get(module)
-            for part in qualname.split("."):
-                found = getattr(found, part, None)
-            if found is not obj:
-                return None
-            name = f"{module}:{qualname}"
-        package = name.split(":")[0].split(".")[0]
-        if package in sys.stdlib_module_names:
-            return f"{name}@"
-        # a released package: its version names its code (a script's or a local
-        # module's classes could change under the same name between processes)
-        version = getattr(sys.modules.get(package), "__version__", None)
-        return f"{name}@{version}" if isinstance(version, str) else None
+            return f"{name}" if isinstance(name, str) and sys.modules.get(name) is obj else None
+        module = getattr(obj, "__module__", None)
+        qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+        if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+            return None
+        found = sys.modules.get(module)
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        if found is not obj:
+            return None
+        package = module.split(".")[0]
+        if package == "numpy":
+            return f"{module}:{qualname}@numpy {np.__version__}"
+        if _in_standard_library(sys.modules.get(package)):
+            return f"{module}:{qualname}@python {sys.version_info[:2]}"
+        return None
+
+
+def _in_standard_library(module) -> bool:
+    """Whether ``module`` is the standard library's, as installed: built in, or
+    loaded from the interpreter's library directory (a local ``random.py``
+    is not)."""
+    if module is None:
+        return False
+    if module.__name__ in sys.builtin_module_names:
+        return True
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):
+        return False
+    path = os.path.realpath(path)
+    for key in ("stdlib", "platstdlib"):
+        root = os.path.realpath(sysconfig.get_paths()[key]) + os.sep
+        if path.startswith(root) and "site-packages" not in path[len(root):].split(os.sep):
+            return True
+    return False
 
 
 class _Digest(bytes):

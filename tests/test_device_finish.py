@@ -312,6 +312,24 @@ def test_one_value_finished_on_the_device(name, reads):
 
 
 @pytest.mark.sim
+def test_a_host_input_to_a_device_result_is_uploaded_once(monkeypatch):
+    """Regression: a NumPy input's one value asked for on the device was
+    uploaded by the preparation and again by the launch."""
+    from pyreduce.backends import staging
+
+    _cuda()
+    sizes, real = [], staging.upload
+    monkeypatch.setattr(staging, "upload", lambda be, x: sizes.append(x.nbytes) or real(be, x))
+    x = _data((40_000,), np.float64, 10, nan_share=0)
+    got = pyreduce.mean(x, device_result=True, **on("sim"))
+    assert np.isclose(got.copy_to_host(), x.mean())
+    assert sizes == [x.nbytes]
+    sizes.clear()  # a dtype= the finishing kernel leaves to the host: uploaded once too
+    got = pyreduce.mean(x, device_result=True, dtype=np.int32, **on("sim"))
+    assert int(got.copy_to_host()) == int(x.mean()) and len(sizes) <= 1, sizes
+
+
+@pytest.mark.sim
 def test_a_repeated_one_value_call_takes_its_remembered_decisions(monkeypatch):
     """The second call of a call shape goes straight to its launches (no
     prepare); a new shape, dtype= or tuning prepares again, and each gets its

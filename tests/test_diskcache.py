@@ -163,36 +163,68 @@ def test_op_keys_are_the_same_in_every_process():
 
 def test_modules_and_their_functions_and_classes_are_named_across_processes():
     """An operator reading ``np.float64``, ``np.sqrt`` or ``math.hypot`` (the
-    structured reductions' element maps do) is kept on disk: each is named by
-    module, name and package version; objects no other process can name stay
-    unkeyable."""
+    structured reductions' element maps do) is kept on disk: a module by its
+    name (what is read from it is keyed by value), NumPy's and the standard
+    library's classes and functions by name and version. Nothing else is named:
+    a user's package may change under the same name and ``__version__``."""
     import math
+    import types
 
     from pyreduce.opkey import Ident
 
-    assert Ident(np).global_name() == f"numpy@{np.__version__}"
-    assert Ident(np.float64).global_name() == f"numpy:float64@{np.__version__}"
-    assert Ident(np.sqrt).global_name() == f"numpy:sqrt@{np.__version__}"
-    assert Ident(math.hypot).global_name() == "math:hypot@"
+    python = f"python {sys.version_info[:2]}"
+    assert Ident(np).global_name() == "numpy"
+    assert Ident(np.float64).global_name() == f"numpy:float64@numpy {np.__version__}"
+    assert Ident(np.sqrt).global_name() == f"numpy:sqrt@numpy {np.__version__}"
+    assert Ident(math.hypot).global_name() == f"math:hypot@{python}"
 
     class Local:
         pass
 
-    import types
-
-    script = types.ModuleType("a_local_module")  # no version: may change between runs
-    script.Thing = type("Thing", (), {"__module__": "a_local_module"})
-    sys.modules["a_local_module"] = script
+    versioned = types.ModuleType("a_local_package")  # a version, but not a released one
+    versioned.__version__ = "0.1.0"
+    versioned.Thing = type("Thing", (), {"__module__": "a_local_package"})
+    shadow = types.ModuleType("random")  # a local random.py is not the standard library's
+    shadow.__file__ = "/home/someone/project/random.py"
+    sys.modules["a_local_package"] = versioned
     try:
-        assert Ident(script).global_name() is None
-        assert Ident(script.Thing).global_name() is None
+        assert Ident(versioned).global_name() == "a_local_package"  # its reads keyed by value
+        assert Ident(versioned.Thing).global_name() is None
     finally:
-        del sys.modules["a_local_module"]
+        del sys.modules["a_local_package"]
+    from pyreduce.opkey import _in_standard_library
+
+    assert not _in_standard_library(shadow) and _in_standard_library(math)
     for obj in (object(), Local, Local(), np.zeros(2)):
         assert Ident(obj).global_name() is None
         with pytest.raises(diskcache.Unkeyable):
             diskcache.canonical(Ident(obj))
     assert diskcache.canonical(Ident(np.float32)) != diskcache.canonical(Ident(np.float64))
+
+
+_VERSIONED = """
+import numpy as np, pyreduce, mylib
+def op(a, b):
+    return a + b * mylib.Mode.SCALE.value
+print(float(pyreduce.reduce(np.ones(8), op, identity=0.0, backend="cpu", deterministic=True)))
+"""
+
+
+def test_a_local_package_with_a_version_is_not_trusted_by_it(tmp_path):
+    """Regression: a package of the user's keeps its ``__version__`` while its
+    code changes; an enum member it defines, compiled into the operator, must
+    not come back from the disk cache after it changed."""
+    results, fresh = [], []
+    for scale in (2, 3):
+        pkg = tmp_path / f"v{scale}" / "mylib"
+        pkg.mkdir(parents=True)
+        pkg.joinpath("__init__.py").write_text(
+            f"__version__ = '0.1.0'\nimport enum\nclass Mode(enum.Enum):\n    SCALE = {scale}.0\n")
+        env = {"PYTHONPATH": os.pathsep.join([str(pkg.parent), *sys.path]),
+               "PYREDUCE_CACHE_DIR": str(tmp_path / "cache")}
+        results.append(float(run_python(_VERSIONED, env).split()[-1]))
+        fresh.append(float(run_python(_VERSIONED, dict(env, PYREDUCE_CACHE="0")).split()[-1]))
+    assert results == fresh and fresh[0] != fresh[1]
 
 
 # --------------------------------------------------------------------------
