@@ -311,6 +311,30 @@ def test_one_value_finished_on_the_device(name, reads):
         assert np.allclose(got.copy_to_host(), _numpy(name, x), equal_nan=True)
 
 
+@pytest.mark.parametrize("backend", ["sim", "cuda"])
+def test_the_flag_is_zeroed_for_every_call(backend):
+    """The NaN statistics' flag (kept per thread on a GPU) says what this call
+    found: an all-NaN call warns or raises, the next one with a number does not,
+    whole or along an axis."""
+    if backend not in backends.available():
+        pytest.skip(f"backend {backend} not available in this process")
+    from numba import cuda
+
+    empty, full = np.full(300, np.nan), np.r_[np.full(299, np.nan), 2.0]
+    kw = on(backend, device_result=True)
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+            pyreduce.nanmean(cuda.to_device(empty), **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert pyreduce.nanmean(cuda.to_device(full), **kw).copy_to_host() == 2.0
+            got = pyreduce.nanmean(cuda.to_device(np.stack([full, full])), axis=1, **on(backend))
+            assert (got.copy_to_host() == 2.0).all()
+        with pytest.raises(ValueError):
+            pyreduce.nanargmax(cuda.to_device(empty), **kw)
+        assert int(pyreduce.nanargmax(cuda.to_device(full), **kw).copy_to_host()) == 299
+
+
 @pytest.mark.sim
 def test_a_host_input_to_a_device_result_is_uploaded_once(monkeypatch):
     """Regression: a NumPy input's one value asked for on the device was
