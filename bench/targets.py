@@ -1,0 +1,421 @@
+"""Every named reduction against the best peer, in one command: the matrix of
+targets of the speed work (each call at 1.00 or more of the fastest peer that
+has it), as a table and a chart.
+
+    NUMBA_ENABLE_CUDASIM=0 python bench/targets.py run --out targets.json
+    python bench/targets.py report targets.json     # docs/performance/targets-<gpu>.md and .png
+    python bench/targets.py run --device cpu --log2 16 --out cpu.json   # any machine
+
+Functions: ``sum``, ``prod``, ``max``, ``min``, ``nansum``, ``nanmax``, ``any``,
+``all``, ``mean``, ``var``, ``std``, ``argmax``, ``argmin`` and ``minmax``, of
+whole arrays of 2**24, 2**26 and 2**28 elements (``--log2``) of float32,
+float64 and int32, and float16 and bfloat16 for ``sum`` and ``mean``.
+
+On a GPU (``--device gpu``, the default) the peers are CuPy and PyTorch, each
+given the same data (PyTorch a zero-copy tensor of the CuPy array; bfloat16,
+which CuPy lacks, as a PyTorch tensor for pyreduce too). Where a peer has no
+such call, the pair of calls that gives the same result stands in: CuPy's
+``minmax`` is ``x.min()`` and ``x.max()``; PyTorch's ``nanmax`` of floats
+replaces NaN by ``-inf`` first, and its ``mean``, ``var`` and ``std`` of
+integers convert to float64 first. A call is timed to its result being ready:
+the wall time of calls back to back, each followed by a device
+synchronisation, median of rounds. Each library's answer is checked against
+NumPy's first (float64 for sums, means and variances, within a rounding
+bound; exactly for the rest), and one that disagrees is reported, not timed.
+
+``--device cpu`` runs the same matrix on the host, pyreduce's cpu backend
+against NumPy (bfloat16 summed in float32: NumPy sums it in bfloat16), for
+the script's own tests and a quick look at any machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _cli import Command, dispatch, with_out  # noqa: E402
+from _report import (docs, load, meta, pyplot, row as _md_row, save, save_chart,  # noqa: E402
+                     table, today, versions, write)
+from _timing import host_seconds  # noqa: E402
+
+FUNCTIONS = ["sum", "prod", "max", "min", "nansum", "nanmax", "any", "all", "mean", "var",
+             "std", "argmax", "argmin", "minmax"]
+DTYPES = ["float32", "float64", "int32"]
+#: half precision, for the functions that take it in the targets
+HALF = {"sum": ["float16", "bfloat16"], "mean": ["float16", "bfloat16"]}
+LOG2 = [24, 26, 28]
+GPU_PEERS = ["cupy", "torch"]
+CPU_PEERS = ["numpy"]
+DISTS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch")
+#: at or above this ratio (the best peer's time over pyreduce's) a target is met
+MET = 1.0
+
+
+def cases(log2=LOG2, only=()) -> list[tuple[str, str, int]]:
+    """``(function, dtype, n)`` for every target, those whose text
+    (``"sum float32 2**24"``) contains one of ``only`` where given."""
+    found = []
+    for k in log2:
+        for fn in FUNCTIONS:
+            for dt in DTYPES + HALF.get(fn, []):
+                text = label(fn, dt, 2**k)
+                if not only or any(part in text for part in only):
+                    found.append((fn, dt, 2**k))
+    return found
+
+
+def label(fn: str, dtype: str, n: int) -> str:
+    return f"{fn} {dtype} 2**{n.bit_length() - 1}"
+
+
+# --- data and the expected answers (NumPy, on the host)
+
+
+def host_data(fn: str, dtype: str, n: int, seed: int = 0) -> np.ndarray:
+    """:func:`make_data`, the same array again for the functions that take the
+    same kind of data (the last two kept: 2**28 values take seconds to draw).
+    Not to be written to."""
+    kind = fn if fn in ("prod", "nansum", "nanmax", "all") else "plain"
+    return _drawn(kind, "int32" if dtype == "int32" else "float", n, seed)
+
+
+@functools.lru_cache(maxsize=2)
+def _drawn(kind: str, dtype: str, n: int, seed: int) -> np.ndarray:
+    x = make_data(kind, dtype, n, seed)
+    x.setflags(write=False)
+    return x
+
+
+def make_data(fn: str, dtype: str, n: int, seed: int = 0) -> np.ndarray:
+    """Values that make the call's answer worth checking, as float32 (for the
+    floating dtypes, cast by the caller) or int32: normal floats (with a few NaN
+    for the NaN-ignoring calls); for ``prod``, values near 1 (floats) or mostly 1
+    with some -1 (ints), so that the product neither overflows nor vanishes; for
+    ``all``, no zeros."""
+    rng = np.random.default_rng(seed)
+    if dtype == "int32":
+        if fn == "prod":
+            return np.where(rng.random(n) < 1e-3, -1, 1).astype(np.int32)
+        x = rng.integers(-1000, 1000, n, dtype=np.int32)
+        return np.where(x == 0, 1, x).astype(np.int32) if fn == "all" else x
+    # float32, cast by the caller
+    if fn == "prod":
+        x = 1 + rng.standard_normal(n, dtype=np.float32) / np.float32(4 * np.sqrt(n))
+    else:
+        x = rng.standard_normal(n, dtype=np.float32)
+    if fn in ("nansum", "nanmax"):
+        x[rng.random(n) < 0.01] = np.nan
+    if fn == "all":
+        x[x == 0] = 1
+    return x
+
+
+def expected(fn: str, h: np.ndarray):
+    """NumPy's answer for ``h`` (the data as the libraries hold it)."""
+    floating = h.dtype.kind == "f" or h.dtype.name == "bfloat16"
+    wide = h.astype(np.float64) if floating else h
+    if fn == "minmax":
+        return h.min(), h.max()
+    if fn in ("sum", "prod", "nansum", "mean", "var", "std"):
+        return getattr(np, fn)(wide)
+    return getattr(np, fn)(h)
+
+
+def agrees(fn: str, got, want, h: np.ndarray) -> bool:
+    """Whether a library's answer is NumPy's: float sums to a tree sum's
+    rounding bound (``4 log2(n) eps sum|x|``, ``eps`` of float32 or of the
+    input's precision, whichever is coarser: libraries sum float32 in float32),
+    float products, means and variances to a relative ``1e-4`` (or twice the
+    input's precision: PyTorch returns a half-precision mean in half
+    precision), the rest exactly."""
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    eps = max(float(np.finfo(np.float32).eps), _eps(h.dtype))
+    for g, w in zip(got, want):
+        g, w = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
+        if g.shape != w.shape:
+            return False
+        floating = h.dtype.kind == "f" or h.dtype.name == "bfloat16"
+        if floating and fn in ("sum", "nansum"):
+            scale = float(np.nansum(np.abs(h.astype(np.float64))))
+            bound = 4 * max(1, int(np.ceil(np.log2(max(h.size, 2))))) * eps * scale
+            if not abs(float(g) - float(w)) <= bound:
+                return False
+        elif fn in ("mean", "var", "std") or floating and fn == "prod":
+            if not _close(g, w, eps):
+                return False
+        elif not np.array_equal(g, w, equal_nan=True):
+            return False
+    return True
+
+
+def _close(g, w, eps: float) -> bool:
+    return bool(np.allclose(g, w, rtol=max(1e-4, 2 * eps), atol=0.0, equal_nan=True))
+
+
+def _eps(dtype) -> float:
+    """The precision of a float dtype; 0 for integers."""
+    if dtype.name == "bfloat16":  # ml_dtypes': 8 bits of significand
+        return 2.0**-7
+    return float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+
+
+# --- the calls
+
+
+def pyreduce_call(fn: str, x, device: str):
+    import pyreduce
+
+    f = getattr(pyreduce, fn)
+    if device == "cpu":
+        return lambda: f(x, backend="cpu")
+    return lambda: f(x)
+
+
+def peer_call(lib: str, fn: str, x, t=None):
+    """``lib``'s call of ``fn`` on ``x`` (a CuPy or NumPy array; ``t``: a PyTorch
+    tensor of it), or None where the library has none for its dtype."""
+    if lib in ("cupy", "numpy"):
+        xp = __import__(lib)
+        if x is None:  # CuPy has no bfloat16
+            return None
+        if fn == "minmax":
+            return lambda: (x.min(), x.max())
+        if lib == "numpy" and x.dtype.name == "bfloat16":  # NumPy sums it in bfloat16
+            return lambda: getattr(xp, fn)(x, dtype=np.float32)
+        return lambda: getattr(xp, fn)(x)
+    import torch
+
+    floating = t.dtype.is_floating_point
+    if fn in ("mean", "var", "std") and not floating:  # integers: through float64
+        call = {"mean": lambda: t.double().mean(), "var": lambda: t.double().var(correction=0),
+                "std": lambda: t.double().std(correction=0)}
+        return call[fn]
+    if fn in ("var", "std"):
+        return lambda: getattr(t, fn)(correction=0)
+    if fn == "nanmax":
+        if not floating:
+            return lambda: t.amax()
+        return lambda: torch.nan_to_num(t, nan=float("-inf")).amax()
+    named = {"max": "amax", "min": "amin", "minmax": "aminmax"}
+    f = getattr(torch, named.get(fn, fn))
+    return lambda: f(t)
+
+
+def to_host(v):
+    if isinstance(v, tuple):
+        return tuple(to_host(p) for p in v)
+    if hasattr(v, "get") and not isinstance(v, np.ndarray):
+        return np.asarray(v.get())
+    if hasattr(v, "cpu"):
+        return v.detach().cpu().float().numpy() if str(v.dtype) == "torch.bfloat16" else (
+            v.detach().cpu().numpy())
+    return np.asarray(v)
+
+
+# --- run
+
+
+def _inputs(fn: str, dtype: str, n: int, device: str):
+    """``(host, pyreduce's input, the peers' inputs by library)``."""
+    h = host_data(fn, dtype, n)
+    if device == "cpu":
+        x = h.astype(_numpy_dtype(dtype))
+        return x, x, {"numpy": (x, None)}
+    import cupy as cp
+    import torch
+
+    if dtype == "bfloat16":
+        t = torch.as_tensor(h, device="cuda").to(torch.bfloat16)
+        host = to_host(t).astype(np.float32).astype(_numpy_dtype(dtype))
+        return host, t, {"cupy": (None, None), "torch": (None, t)}
+    x = cp.asarray(h.astype(dtype))
+    return x.get(), x, {"cupy": (x, None), "torch": (None, torch.as_tensor(x, device="cuda"))}
+
+
+def _numpy_dtype(dtype: str):
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def measure(fn: str, dtype: str, n: int, device: str, rounds: int) -> dict:
+    host, mine, theirs = _inputs(fn, dtype, n, device)
+    want = expected(fn, host)
+    sync = _synchronize(device)
+    row = {"function": fn, "dtype": dtype, "n": n, "seconds": {}, "ok": True}
+    calls = {"pyreduce": pyreduce_call(fn, mine, device)}
+    for lib, (x, t) in theirs.items():
+        calls[lib] = peer_call(lib, fn, x, t)
+    for lib, call in calls.items():
+        if call is None:
+            row["seconds"][lib] = None
+            continue
+        try:
+            got = to_host(call())
+        except Exception as e:  # a library without the call: reported, not timed
+            row["seconds"][lib] = None
+            row.setdefault("errors", {})[lib] = f"{type(e).__name__}: {e}"[:200]
+            continue
+        if not agrees(fn, got, want, host):
+            row["ok"] = False
+            row.setdefault("disagree", []).append(lib)
+            row["seconds"][lib] = None
+            continue
+
+        def ready(call=call):
+            call()
+            sync()
+
+        row["seconds"][lib] = host_seconds(ready, calls=5, rounds=rounds)
+    print(_line(row), flush=True)
+    return row
+
+
+def _synchronize(device: str):
+    if device == "cpu":
+        return lambda: None
+    import cupy as cp
+
+    return cp.cuda.Device().synchronize
+
+
+def run(args) -> int:
+    log2 = args.log2 or LOG2
+    rows = [measure(fn, dt, n, args.device, args.rounds)
+            for fn, dt, n in cases(log2, args.only or ())]
+    if args.device == "gpu":
+        about = meta(DISTS)
+    else:
+        about = {"gpu": None, "date": today(), "versions": versions(DISTS),
+                 "cpus": os.cpu_count()}
+    data = {"meta": about, "device": args.device, "rows": rows}
+    save(args.out, data)
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+# --- report
+
+
+def ratio(row: dict) -> float | None:
+    """The fastest peer's time over pyreduce's (above 1: pyreduce is faster), or
+    None where either is missing."""
+    s = row["seconds"]
+    peers = [v for k, v in s.items() if k != "pyreduce" and v]
+    if not peers or not s.get("pyreduce"):
+        return None
+    return min(peers) / s["pyreduce"]
+
+
+def _us(s) -> str:
+    return "-" if s is None else f"{s * 1e6:.0f} us"
+
+
+def _libs(rows) -> list[str]:
+    seen = []
+    for r in rows:
+        for lib in r["seconds"]:
+            if lib not in seen:
+                seen.append(lib)
+    return seen
+
+
+def _line(row: dict, libs=None) -> str:
+    libs = libs or list(row["seconds"])
+    r = ratio(row)
+    cells = [label(row["function"], row["dtype"], row["n"])]
+    cells += [_us(row["seconds"].get(lib)) for lib in libs]
+    cells += ["-" if r is None else f"{r:.2f}", "" if r is None else
+              ("met" if r >= MET else "not met")]
+    flag = "" if row["ok"] else f" (disagrees: {', '.join(row.get('disagree', []))})"
+    return _md_row(cells) + flag
+
+
+def report_text(data: dict) -> str:
+    rows, m = data["rows"], data["meta"]
+    libs = _libs(rows)
+    measured = [r for r in rows if ratio(r) is not None]
+    met = [r for r in measured if ratio(r) >= MET]
+    head = (f"{m.get('gpu') or 'CPU'}, {m.get('date')}; time per call to a ready "
+            f"result. Ratio: the fastest peer's time over pyreduce's (at least "
+            f"{MET:.2f}: the target is met). Met: {len(met)} of {len(measured)} "
+            "measured.\n")
+    return "\n".join([head] + table(["case"] + libs + ["best peer / pyreduce", "target"], [])
+                     + [_line(r, libs) for r in rows]) + "\n"
+
+
+def chart(data: dict, path: str) -> None:
+    """A grid of ratios: functions down, dtype and size across; green where the
+    target is met, red where not, grey where nothing was measured."""
+    rows = data["rows"]
+    fns = [f for f in FUNCTIONS if any(r["function"] == f for r in rows)]
+    cols = []
+    for r in rows:
+        c = (r["dtype"], r["n"])
+        if c not in cols:
+            cols.append(c)
+    grid = np.full((len(fns), len(cols)), np.nan)
+    for r in rows:
+        v = ratio(r)
+        if v is not None:
+            grid[fns.index(r["function"]), cols.index((r["dtype"], r["n"]))] = v
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 1.0 + 0.4 * len(fns)))
+    from matplotlib.colors import TwoSlopeNorm
+
+    shown = np.ma.masked_invalid(grid)
+    cmap = plt.get_cmap("RdYlGn").copy()
+    cmap.set_bad("#dddddd")
+    ax.imshow(shown, cmap=cmap, norm=TwoSlopeNorm(vmin=0.0, vcenter=MET, vmax=2.0),
+              aspect="auto")
+    for i in range(len(fns)):
+        for j in range(len(cols)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_yticks(range(len(fns)), fns)
+    ax.set_xticks(range(len(cols)), [f"{d}\n2**{n.bit_length() - 1}" for d, n in cols],
+                  fontsize=7)
+    m = data["meta"]
+    ax.set_title(f"best peer / pyreduce, {m.get('gpu') or 'CPU'}, {m.get('date')}", fontsize=9)
+    fig.tight_layout()
+    save_chart(fig, path)
+
+
+def report(args) -> int:
+    data = load(args.path)
+    text = report_text(data)
+    if args.stem:
+        base = os.path.join(args.docs, args.stem)
+        write(base + ".md", text)
+        chart(data, base + ".png")
+    print(text, end="")
+    return 0
+
+
+def _run_arguments(p) -> None:
+    p.add_argument("--device", choices=["gpu", "cpu"], default="gpu",
+                   help="gpu: against CuPy and PyTorch; cpu: the cpu backend against NumPy")
+    p.add_argument("--log2", type=int, nargs="+", help=f"sizes as powers of two (default {LOG2})")
+    p.add_argument("--only", action="append", metavar="TEXT",
+                   help='only the cases whose text contains TEXT, e.g. "mean" or "float64 2**26"')
+    p.add_argument("--rounds", type=int, default=5)
+
+
+def _report_arguments(p) -> None:
+    p.add_argument("path")
+    p.add_argument("--stem", help="write DOCS/STEM.md and DOCS/STEM.png too "
+                                  "(e.g. targets-h100)")
+    p.add_argument("--docs", default=docs("performance"))
+
+
+if __name__ == "__main__":
+    sys.exit(dispatch(__doc__, {
+        "run": Command(run, with_out(_run_arguments), "measure the matrix"),
+        "report": Command(report, _report_arguments, "the table (and chart) of a run"),
+    }))

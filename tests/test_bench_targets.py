@@ -1,0 +1,87 @@
+"""bench/targets.py, the matrix of speed targets, end to end in its CPU mode
+(pyreduce's cpu backend against NumPy, tiny arrays): every case of the matrix
+named, each answer checked against NumPy's, the report and its chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import targets  # noqa: E402
+
+
+def _script(*args, timeout=300):
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_matrix_is_the_targets():
+    """14 functions of float32, float64 and int32, float16 and bfloat16 for sum
+    and mean, at three sizes; ``only`` picks by the case's text."""
+    every = targets.cases()
+    assert len(every) == 3 * (14 * 3 + 4)
+    assert ("minmax", "int32", 2**28) in every and ("mean", "bfloat16", 2**24) in every
+    assert ("var", "float16", 2**24) not in every
+    picked = targets.cases([24], ["float64 2**24"])
+    assert sorted(fn for fn, _, _ in picked) == sorted(targets.FUNCTIONS)
+
+
+@pytest.mark.parametrize("fn", targets.FUNCTIONS)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_the_data_make_each_check_worth_making(fn, dtype):
+    """The answers of the data are finite and the checks hold them, and an
+    answer off by a little (a thousandth, or one for integers) is caught."""
+    h = targets.host_data(fn, dtype, 4096).astype(dtype)
+    want = targets.expected(fn, h)
+    assert targets.agrees(fn, want, want, h)
+    assert np.all(np.isfinite(np.asarray(want, dtype=np.float64)))
+    assert not targets.agrees(fn, _off(want), want, h), (fn, want)
+    if dtype == "float32" and fn in ("sum", "nansum", "mean", "var", "std"):
+        wrong = targets.expected(fn, h[: h.size // 2])  # half the data
+        assert not targets.agrees(fn, wrong, want, h), (fn, wrong, want)
+
+
+def _off(v):
+    if isinstance(v, tuple):
+        return (_off(v[0]),) + v[1:]
+    v = np.asarray(v)
+    if v.dtype == np.bool_:
+        return not v
+    if v.dtype.kind in "iu":
+        return v + 1
+    return v * (1 + 1e-3) + 1e-3
+
+
+def test_cpu_mode_end_to_end(tmp_path):
+    out = tmp_path / "t.json"
+    printed = _script("run", "--device", "cpu", "--log2", "12", "--rounds", "1",
+                      "--only", "2**12", "--out", str(out))
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert len(rows) == 14 * 3 + 4 and all(r["ok"] for r in rows)
+    assert all(set(r["seconds"]) == {"pyreduce", "numpy"} for r in rows)
+    assert all(r["seconds"]["pyreduce"] > 0 and r["seconds"]["numpy"] > 0 for r in rows)
+    assert "| minmax int32 2**12 |" in printed
+    text = _script("report", str(out), "--stem", "targets-test", "--docs", str(tmp_path))
+    assert f"Met: {sum(targets.ratio(r) >= 1 for r in rows)} of {len(rows)} measured" in text
+    assert (tmp_path / "targets-test.md").read_text() == text
+    png = (tmp_path / "targets-test.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_a_wrong_answer_is_reported_not_timed(monkeypatch):
+    """A library whose answer disagrees with NumPy's is not timed, and the row
+    says which."""
+    monkeypatch.setattr(targets, "peer_call", lambda lib, fn, x, t=None: lambda: x.sum() + 1)
+    row = targets.measure("sum", "float64", 4096, "cpu", rounds=1)
+    assert not row["ok"] and row["disagree"] == ["numpy"] and row["seconds"]["numpy"] is None
+    assert row["seconds"]["pyreduce"] > 0 and targets.ratio(row) is None
