@@ -8,7 +8,9 @@
   compute, is timed by);
 * :func:`per_call_us` and :func:`burst_us`: the host's cost of a call, the best
   of rounds or the median over bursts that never fill the GPU's queue;
-* :func:`fresh_process`: a command in a new process, timed from outside.
+* :func:`fresh_process`: a command in a new process, timed from outside;
+* :func:`steady_gpu`: the GPU's clocks up and pyreduce's launch path in its
+  steady state, before a study times its first case.
 """
 
 import subprocess
@@ -23,6 +25,26 @@ def device_seconds(fn, reps=20, batches=5, hold=True):
     from pyreduce.tuning import device_seconds as timer
 
     return timer(fn, reps, batches, hold)
+
+
+def steady_gpu(seconds: float = 1.0) -> None:
+    """Before the first timed case: keep the GPU busy for ``seconds`` (its clocks
+    rise from idle) and make enough launches that pyreduce's launch path has
+    moved to its compiled form (it does after
+    :data:`pyreduce.backends.fastpath.COMPILE_AFTER` launches, which takes a
+    fraction of a second once: inside a timed case it would be that case's)."""
+    import cupy as cp
+
+    import pyreduce
+    from pyreduce.backends import fastpath
+
+    x = cp.ones(2**24, dtype=cp.float32)
+    for _ in range(fastpath.COMPILE_AFTER + 10):
+        pyreduce.sum(x[:1024])
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        x.sum()
+        cp.cuda.Device().synchronize()
 
 
 def copy_GBps(src, dst, reps=10) -> float:

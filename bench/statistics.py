@@ -4,12 +4,13 @@ arrays and along axes, in one process on one GPU.
     NUMBA_ENABLE_CUDASIM=0 python bench/statistics.py run --out statistics.json
     python bench/statistics.py report statistics.json     # a Markdown table
 
-Every library gets the same CuPy array (PyTorch a zero-copy tensor of it). A
-call is timed to its result being ready: the wall time per call of calls
-back to back, each followed by a device synchronisation (a structured
-reduction to one value finishes on the host, so a held GPU would not time it
-fairly), median of rounds. Each library's answer is checked against NumPy's on the
-host first (float64 for the statistics, exactly for the indices and extremes);
+Every library gets the same CuPy array (PyTorch a zero-copy tensor of it),
+after the GPU is brought to its steady state (``_timing.steady_gpu``). A call
+is timed to its result being ready: the wall time per call of calls back to
+back, each followed by a device synchronisation (some calls wait for the GPU
+within them, so a held GPU would not time every library fairly), median of
+rounds. Each library's answer is checked against NumPy's on the host first
+(float64 for the statistics, exactly for the indices and extremes);
 a row whose answer disagrees is reported and not timed.
 
 Cases: whole arrays of 2**24, 2**26 and 2**28 float32 (and 2**26 float64);
@@ -29,7 +30,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _cli import main  # noqa: E402
 from _report import log2, meta, row as _md_row, table  # noqa: E402
-from _timing import host_seconds  # noqa: E402
+from _timing import host_seconds, steady_gpu  # noqa: E402
 from peers import DISTS, STAT_LIBS as LIBS, statistic as _call, to_host as _host  # noqa: E402
 
 FUNCTIONS = ["mean", "var", "std", "argmax", "argmin", "minmax"]
@@ -95,6 +96,7 @@ def run(args) -> dict:
 
     rng = cp.random.default_rng(0)
     rows = []
+    steady_gpu()
 
     def wanted(case: str) -> bool:
         return not args.only or any(part in case for part in args.only)

@@ -13,7 +13,8 @@ float64 and int32, and float16 and bfloat16 for ``sum`` and ``mean``.
 
 On a GPU (``--device gpu``, the default) the peers are CuPy and PyTorch, each
 given the same data (PyTorch a zero-copy tensor of the CuPy array; bfloat16,
-which CuPy lacks, as a PyTorch tensor for pyreduce too). Where a peer has no
+which CuPy lacks, as a PyTorch tensor for pyreduce too), after the GPU is
+brought to its steady state (``_timing.steady_gpu``). Where a peer has no
 such call, the pair of calls that gives the same result stands in: CuPy's
 ``minmax`` is ``x.min()`` and ``x.max()``; PyTorch's ``nanmax`` of floats
 replaces NaN by ``-inf`` first, and its ``mean``, ``var`` and ``std`` of
@@ -40,7 +41,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _cli import Command, dispatch, with_out  # noqa: E402
 from _report import (docs, load, meta, pyplot, row as _md_row, save, save_chart,  # noqa: E402
                      table, today, versions, write)
-from _timing import host_seconds  # noqa: E402
+from _timing import host_seconds, steady_gpu  # noqa: E402
 
 FUNCTIONS = ["sum", "prod", "max", "min", "nansum", "nanmax", "any", "all", "mean", "var",
              "std", "argmax", "argmin", "minmax"]
@@ -288,6 +289,8 @@ def _synchronize(device: str):
 
 def run(args) -> int:
     log2 = args.log2 or LOG2
+    if args.device == "gpu":
+        steady_gpu()
     rows = [measure(fn, dt, n, args.device, args.rounds)
             for fn, dt, n in cases(log2, args.only or ())]
     if args.device == "gpu":
