@@ -70,7 +70,7 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     """The one value of a structured reduction of an unmasked, non-empty input, as
     a device array of ``keepdims_shape`` (a pair of them: minmax) finished on the
     device where a GPU backend reduces it
-    (:func:`pyreduce.manyvalues.reduce_one_finished`): no accumulator comes
+    (:func:`pyreduce.manyvalues.one_finished`): no accumulator comes
     back, and the call does not wait for the GPU. None where the value is
     finished on the host instead (the cpu backend, or a ``dtype=`` the
     finishing kernel does not store as NumPy casts)."""
@@ -88,8 +88,6 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     if call.backend.name == "cpu":
         return None
     launch = manyvalues.one_finished(call, keepdims_shape, dtype)
-    if launch is None:
-        return None
     if k is not None:  # a device input: its repeats check the device and alignment first
         be = call.backend
         callmemo.remember_runner(k, callmemo.guarded(be, call.stream, be.device_id(),

@@ -296,23 +296,29 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         placed = tuple(r.host(v) for r, v in zip(results, parts))
         return placed if fin.outputs > 1 else placed[0]
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
-    return _finish_on_device(be, monoid, results, device, src, plan, math.prod(shape), K, on)
-
-
-def _finish_on_device(be, monoid: Monoid, results, device, src, plan, count: int, K: int,
-                      stream):
-    """``plan`` run on ``src`` and its ``count`` accumulators (lanes of ``K``
-    elements) finished by the finishing kernel into the results' device
-    buffers; NumPy's warning or error for an empty lane given once."""
-    fin = monoid.finisher
-
-    def finish(acc):
-        return be.finish(fin, acc, [r.buffer for r in results], count, stream, fin.counted)
-
-    flagged = be.executable(plan, monoid, device)(src, stream, then=finish)
-    fin.report(flagged if fin.counted else fin.flagged_at(K, monoid.dtype))
+    _run_finished(be, fin, be.executable(plan, monoid, device), src, on,
+                  [r.buffer for r in results], math.prod(shape), _known_flag(fin, K, monoid))
     users = tuple(r.user for r in results)
     return users if fin.outputs > 1 else users[0]
+
+
+def _known_flag(fin, K: int, monoid: Monoid):
+    """Whether a lane of ``K`` elements is flagged, where that is all it depends
+    on; None where it depends on the data (the flag comes back from the GPU)."""
+    return None if fin.counted else fin.flagged_at(K, monoid.dtype)
+
+
+def _run_finished(be, fin, run, src, stream, buffers, count: int, known, kernel=None):
+    """``run`` (an :class:`~pyreduce.driver.Executable`) on ``src``, its
+    ``count`` accumulators finished by the finishing kernel into the device
+    ``buffers`` (one per result), and NumPy's warning or error for an empty
+    lane given once: ``known`` (:func:`_known_flag`), or the flag read back."""
+
+    def finish(acc):
+        return be.finish(fin, acc, buffers, count, stream, fin.counted, kernel)
+
+    flagged = run(src, stream, then=finish)
+    fin.report(flagged if known is None else known)
 
 
 def one_finished(call, keepdims_shape: tuple, dtype):
@@ -326,28 +332,20 @@ def one_finished(call, keepdims_shape: tuple, dtype):
     with no wait for the GPU unless the flag of an empty lane depends on the
     data. Every decision is taken here, once: a call makes the results and
     launches (:func:`pyreduce.callmemo.guarded` makes it a remembered runner).
-    None where it does not apply: ``dtype`` is one the finishing kernel does not
-    store as NumPy casts (the caller finishes on the host)."""
+    ``dtype`` (None: the finisher's) must be one the finishing kernel stores
+    (:meth:`~pyreduce.finishers.Finisher.stores`)."""
     monoid, be, stream = call.monoid, call.backend, call.stream
     fin = monoid.finisher
     want = fin.dtype if dtype is None else np.dtype(dtype)
-    if call.plan is None or call.flat is None or not fin.stores(want):
-        return None
     run = be.executable(call.plan, monoid, call.device)
     kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)
-    # whether a lane of this many elements is flagged, where that is all it depends on
-    known = None if fin.counted else fin.flagged_at(call.info.size, monoid.dtype)
-    outputs = fin.outputs
+    known = _known_flag(fin, call.info.size, monoid)
 
     def launch(info, flat, device_result):
-        made = [be.new_result(want, stream, info, keepdims_shape) for _ in range(outputs)]
-
-        def finish(acc):
-            return be.finish(fin, acc, [m[1] for m in made], 1, stream, fin.counted, kernel)
-
-        flagged = run(flat, stream, then=finish)
-        fin.report(flagged if known is None else known)
-        return (made[0][0], made[1][0]) if outputs > 1 else made[0][0]
+        made = [be.new_result(want, stream, info, keepdims_shape) for _ in range(fin.outputs)]
+        _run_finished(be, fin, run, flat, stream, [m[1] for m in made], 1, known, kernel)
+        users = tuple(m[0] for m in made)
+        return users if fin.outputs > 1 else users[0]
 
     return launch
 
