@@ -85,6 +85,9 @@ class Kernel:
     #: its machine code depends on besides its source, for the disk cache
     #: (an operator-style code key); None: not kept on disk
     cache_key: Any = None
+    #: such a kernel's compiled functions, by device and argument types, for
+    #: launches outside Numba's dispatcher (:func:`pyreduce.backends.fastpath.launch_args`)
+    functions: dict = dataclasses.field(default_factory=dict, repr=False)
     _launchers: dict = dataclasses.field(default_factory=dict, repr=False)
     _fn: Any = dataclasses.field(default=None, repr=False)
     _lock: Any = dataclasses.field(default_factory=threading.Lock, repr=False)

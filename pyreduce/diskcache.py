@@ -195,12 +195,14 @@ def _canonical(value, out: list) -> None:
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         out.append(type(value).__qualname__)
         _canonical({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, out)
-    elif callable(getattr(value, "global_name", None)) and value.global_name() is not None:
+    else:
         # an object an operator reads by identity that another process imports
         # under the same name (pyreduce.opkey.Ident: a module, numpy.float64)
-        out.append(f"g{value.global_name()};")
-    else:
-        raise Unkeyable(f"{type(value).__name__} has no stable key")
+        named = getattr(value, "global_name", None)
+        name = named() if callable(named) else None
+        if name is None:
+            raise Unkeyable(f"{type(value).__name__} has no stable key")
+        out.append(f"g{name};")
 
 
 def op_key(key) -> str:

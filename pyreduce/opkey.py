@@ -36,6 +36,7 @@ code, small in any op that compiles in reasonable time.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import inspect
 import os
@@ -123,11 +124,17 @@ def _in_standard_library(module) -> bool:
     if not isinstance(path, str):
         return False
     path = os.path.realpath(path)
-    for key in ("stdlib", "platstdlib"):
-        root = os.path.realpath(sysconfig.get_paths()[key]) + os.sep
+    for root in _stdlib_roots():
         if path.startswith(root) and "site-packages" not in path[len(root):].split(os.sep):
             return True
     return False
+
+
+@functools.cache
+def _stdlib_roots() -> tuple:
+    """The interpreter's library directories, resolved once."""
+    return tuple({os.path.realpath(sysconfig.get_paths()[key]) + os.sep
+                  for key in ("stdlib", "platstdlib")})
 
 
 class _Digest(bytes):

@@ -223,10 +223,10 @@ def launch_args(kernel, args, grid: int, block: int, stream) -> None:
         else:
             values.append(int(np.float64(a).view(np.int64)))
             types.append("float64")
-    key = ("function", current_device(), tuple(types))
-    handle = kernel._launchers.get(key)
+    key = (current_device(), tuple(types))
+    handle = kernel.functions.get(key)
     if handle is None:
-        handle = kernel._launchers[key] = function_handle(kernel, key[2])
+        handle = kernel.functions[key] = function_handle(kernel, key[1])
     words = np.array(values + [0, *driver_functions()], dtype=np.int64)
     pointers = np.arange(len(values), dtype=np.uint64) * 8 + words.ctypes.data
     # cuLaunchKernel reads the parameters before it returns: the arrays may go then
