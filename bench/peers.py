@@ -221,8 +221,9 @@ def to_host(v):
         return np.asarray(v.get())
     if hasattr(v, "copy_to_host"):
         return v.copy_to_host()
-    if hasattr(v, "cpu"):
-        return v.cpu().numpy()
+    if hasattr(v, "cpu"):  # PyTorch; bfloat16, which NumPy lacks, as float32
+        v = v.detach().cpu()
+        return (v.float() if str(v.dtype) == "torch.bfloat16" else v).numpy()
     return np.asarray(v)
 
 

@@ -42,6 +42,7 @@ from _cli import Command, dispatch, with_out  # noqa: E402
 from _report import (docs, load, meta, pyplot, row as _md_row, save, save_chart,  # noqa: E402
                      table, today, versions, write)
 from _timing import host_seconds, steady_gpu  # noqa: E402
+from peers import to_host  # noqa: E402
 
 FUNCTIONS = ["sum", "prod", "max", "min", "nansum", "nanmax", "any", "all", "mean", "var",
              "std", "argmax", "argmin", "minmax"]
@@ -205,17 +206,6 @@ def peer_call(lib: str, fn: str, x, t=None):
     named = {"max": "amax", "min": "amin", "minmax": "aminmax"}
     f = getattr(torch, named.get(fn, fn))
     return lambda: f(t)
-
-
-def to_host(v):
-    if isinstance(v, tuple):
-        return tuple(to_host(p) for p in v)
-    if hasattr(v, "get") and not isinstance(v, np.ndarray):
-        return np.asarray(v.get())
-    if hasattr(v, "cpu"):
-        return v.detach().cpu().float().numpy() if str(v.dtype) == "torch.bfloat16" else (
-            v.detach().cpu().numpy())
-    return np.asarray(v)
 
 
 # --- run
