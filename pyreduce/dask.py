@@ -13,7 +13,7 @@ Two stages:
    the chunk lives on (``backend="auto"``: the GPU for a CuPy chunk, the ``cpu``
    backend for a NumPy one; another ``backend=`` is used as given), to its *raw
    accumulator*: argmax's ``(value, index)`` with the index made global,
-   mean's ``(count, sum)``, var's ``(count, mean, m2)``, never the finished value.
+   mean's ``(count, sum)``, var's ``(count, shift, s, q)``, never the finished value.
 2. **Partials.** The chunks' accumulators are laid out along one axis in C order
    of the reduced axes (a transpose and a reshape of the small array of
    partials), and ``dask.array.reduction`` combines them with the same operator,

@@ -106,20 +106,32 @@ def _complex_mean(acc, ddof):
     return complex(_NAN, _NAN), True
 
 
-def _variance(nan_rule: bool, root: bool):
-    """var/std (nanvar/nanstd with ``nan_rule``) of ``(count, mean, m2)`` (or
-    ``(count, mean.real, mean.imag, m2)``): ``m2 / (count - ddof)``. No degrees of
+def _variance(nan_rule: bool, root: bool, complex_parts: bool):
+    """var/std (nanvar/nanstd with ``nan_rule``) of ``(count, shift, s, q)``
+    (or ``(count, shift.real, shift.imag, s.real, s.imag, q)`` with
+    ``complex_parts``; :func:`pyreduce.structured._moments_op`): ``m2 / (count -
+    ddof)``, ``m2 = q - |s|**2 / count`` the sum of squared deviations from the
+    mean (never below 0: rounding can leave it a little under). No degrees of
     freedom left is flagged and gives inf (NaN where ``m2`` is 0) as ``np.var``
     divides, or NaN under ``nan_rule`` as ``np.nanvar`` gives; ``root``: the
     square root (std)."""
 
     def finish(acc, ddof):
-        dof = acc[0] - ddof
+        n = acc[0]
+        m2 = acc[-1]
+        if n > 0:
+            if complex_parts:
+                m2 = m2 - (acc[3] * acc[3] + acc[4] * acc[4]) / n
+            else:
+                m2 = m2 - acc[2] * acc[2] / n
+            if m2 < 0.0:
+                m2 = 0.0
+        dof = n - ddof
         if dof > 0:
-            var = acc[-1] / dof
+            var = m2 / dof
             flagged = False
         else:
-            var = _NAN if nan_rule or not acc[-1] > 0 else _INF
+            var = _NAN if nan_rule or not m2 > 0 else _INF
             flagged = True
         if root:
             var = math.sqrt(var) if not var < 0.0 else _NAN
@@ -274,14 +286,17 @@ def mean(dtype, counted: bool = False) -> Finisher:
 
 
 def variance(dtype, ddof, nan_rule: bool = False, root: bool = False,
-             counted: bool = False) -> Finisher:
-    """var/std (nanvar/nanstd with ``nan_rule``; ``counted``: NaN skipped):
-    ``m2 / (count - ddof)``, the last field over the first (see :func:`_variance`),
-    with NumPy's "Degrees of freedom <= 0 for slice"; ``root``: std."""
-    return Finisher("std" if root else "var", _VARIANCE[nan_rule, root], np.dtype(dtype),
+             counted: bool = False, complex_parts: bool = False) -> Finisher:
+    """var/std (nanvar/nanstd with ``nan_rule``; ``counted``: NaN skipped;
+    ``complex_parts``: a complex input's summary): ``m2 / (count - ddof)`` (see
+    :func:`_variance`), with NumPy's "Degrees of freedom <= 0 for slice";
+    ``root``: std."""
+    return Finisher("std" if root else "var", _VARIANCE[nan_rule, root, complex_parts],
+                    np.dtype(dtype),
                     ddof=float(ddof), message="Degrees of freedom <= 0 for slice",
                     counted=counted)
 
 
 #: one function per rule, made once: kernels are cached by the function's key
-_VARIANCE = {(n, r): _variance(n, r) for n in (False, True) for r in (False, True)}
+_VARIANCE = {(n, r, c): _variance(n, r, c) for n in (False, True) for r in (False, True)
+             for c in (False, True)}

@@ -22,11 +22,14 @@ parts, with ops of its own.
     ``(count, sum)`` in float64, or ``(count, sum.real, sum.imag)``: counts and
     sums add, so a mean costs what a sum does; finished as the sum over the count.
 ``var``/``std``
-    ``(count, mean, m2)`` in float64, or ``(count, mean.real, mean.imag, m2)``,
-    merged with Chan et al.'s pairwise update (``m2`` is the sum of squared
-    deviations from the mean, ``|x - mean|**2`` for complex: the real and
-    imaginary parts' sums added), which needs no second pass and keeps the
-    precision a two-pass method has. Results have NumPy's dtypes, except that
+    ``(count, shift, s, q)`` in float64, or ``(count, shift.real, shift.imag,
+    s.real, s.imag, q)``: ``s`` and ``q`` the sums of ``x - shift`` and of
+    ``|x - shift|**2``. A merge moves the right summary's sums to the left
+    one's shift (a few multiply-adds, no division: an element folded into a
+    thread's summary costs about what a sum's add does); summaries of 64 or
+    more elements each are then moved to their mean, which bounds the
+    cancellation of the finish, ``m2 = q - |s|**2 / count``. No second pass, and
+    the precision a two-pass method has (``docs/structured.md``). Results have NumPy's dtypes, except that
     half-precision input gives float32 (:func:`mean_dtype`, :func:`var_dtype`).
 ``nansum``/``nanprod``
     a map turning NaN (a complex value with NaN in either part) into the identity
@@ -151,66 +154,81 @@ def _complex_minmax_op(a, b):
     return (lo_re, lo_im, hi_re, hi_im)
 
 
+#: Two summaries of at least this many elements each are merged into one centred
+#: on its mean (a division); smaller ones, such as an element folded into a
+#: thread's summary, keep the left one's shift (no division).
+_RECENTRE = 64.0
+
+
 def _moments_map(i, v):
     x = np.float64(v)
-    # m2 is 0, or NaN for an infinity or a NaN (whose deviation from the mean is NaN)
-    return (1.0, x, x - x)
+    # its own shift: no deviation; q is 0, or NaN for an infinity or a NaN
+    return (1.0, x, 0.0, x - x)
 
 
 def _moments_op(a, b):
-    """Chan, Golub and LeVeque's merge of (count, mean, m2) summaries."""
+    """The merge of ``(count, shift, s, q)`` summaries, ``s`` and ``q`` the sum
+    of ``x - shift`` and of its square over the summary's elements: ``b``'s
+    sums moved to ``a``'s shift, exactly (no division). Summaries that are both
+    large are then centred on their mean, which bounds the cancellation in
+    ``q - s*s/count`` (the finisher's ``m2``)."""
     if a[0] == 0.0:
         return b
     if b[0] == 0.0:
         return a
     n = a[0] + b[0]
-    if not (abs(a[1]) < _INF and abs(b[1]) < _INF):  # an infinity or a NaN:
-        return (n, a[1] + b[1], _NAN)  # NumPy's mean is then inf or nan, its var nan
     d = b[1] - a[1]
-    w = b[0] / n
-    return (n, a[1] + d * w, a[2] + b[2] + d * d * a[0] * w)
+    s = a[2] + b[2] + b[0] * d
+    q = a[3] + b[3] + d * (2.0 * b[2] + b[0] * d)
+    if a[0] >= _RECENTRE and b[0] >= _RECENTRE:
+        # the shift moved to the mean as rounded (d exact: the shifts are close);
+        # what the rounding left stays in s, so no later merge loses it
+        d = (a[1] + s / n) - a[1]
+        return (n, a[1] + d, s - n * d, q - d * (2.0 * s - n * d))
+    return (n, a[1], s, q)
 
 
 def _complex_moments_map(i, v):
     re, im = np.float64(v.real), np.float64(v.imag)
-    return (1.0, re, im, (re - re) + (im - im))
+    return (1.0, re, im, 0.0, 0.0, (re - re) + (im - im))
 
 
 def _complex_moments_op(a, b):
-    """Chan's merge of (count, mean.real, mean.imag, m2), ``m2`` the sum of
-    ``|x - mean|**2``: each part's mean merges as a real one does, and the squared
-    distance between the means is the parts' squares added."""
+    """:func:`_moments_op` of ``(count, shift.real, shift.imag, s.real, s.imag,
+    q)``, ``q`` the sum of ``|x - shift|**2``: each part's sums move as a real
+    one's do, and their squares add."""
     if a[0] == 0.0:
         return b
     if b[0] == 0.0:
         return a
     n = a[0] + b[0]
-    w = b[0] / n
-    re_finite = abs(a[1]) < _INF and abs(b[1]) < _INF
-    im_finite = abs(a[2]) < _INF and abs(b[2]) < _INF
-    # a part with an infinity or a NaN sums, as NumPy's does; the other still merges
-    d_re = b[1] - a[1] if re_finite else 0.0
-    d_im = b[2] - a[2] if im_finite else 0.0
-    re = a[1] + d_re * w if re_finite else a[1] + b[1]
-    im = a[2] + d_im * w if im_finite else a[2] + b[2]
-    if not (re_finite and im_finite):
-        return (n, re, im, _NAN)
-    return (n, re, im, a[3] + b[3] + (d_re * d_re + d_im * d_im) * a[0] * w)
+    d_re = b[1] - a[1]
+    d_im = b[2] - a[2]
+    s_re = a[3] + b[3] + b[0] * d_re
+    s_im = a[4] + b[4] + b[0] * d_im
+    q = (a[5] + b[5] + d_re * (2.0 * b[3] + b[0] * d_re)
+         + d_im * (2.0 * b[4] + b[0] * d_im))
+    if a[0] >= _RECENTRE and b[0] >= _RECENTRE:
+        e_re = (a[1] + s_re / n) - a[1]
+        e_im = (a[2] + s_im / n) - a[2]
+        return (n, a[1] + e_re, a[2] + e_im, s_re - n * e_re, s_im - n * e_im,
+                q - e_re * (2.0 * s_re - n * e_re) - e_im * (2.0 * s_im - n * e_im))
+    return (n, a[1], a[2], s_re, s_im, q)
 
 
 def _nan_moments_map(i, v):
     # a NaN element: a summary of no elements, which _moments_op skips
     if v != v:
-        return (0.0, 0.0, 0.0)
+        return (0.0, 0.0, 0.0, 0.0)
     x = np.float64(v)
-    return (1.0, x, x - x)
+    return (1.0, x, 0.0, x - x)
 
 
 def _complex_nan_moments_map(i, v):
     if v != v:  # NaN in either part
-        return (0.0, 0.0, 0.0, 0.0)
+        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     re, im = np.float64(v.real), np.float64(v.imag)
-    return (1.0, re, im, (re - re) + (im - im))
+    return (1.0, re, im, 0.0, 0.0, (re - re) + (im - im))
 
 
 def _sum_map(i, v):
@@ -319,7 +337,10 @@ def minmax_monoid(dtype: np.dtype) -> Monoid:
         )
 
     def host(x):
-        lo, hi = np.min(x), np.max(x)
+        # NumPy walks a strided view in memory order: its first NaN is the C
+        # order's only once flattened in that order (a copy where not contiguous)
+        flat = np.ravel(x)
+        lo, hi = np.min(flat), np.max(flat)
         return (lo.real, lo.imag, hi.real, hi.imag)
 
     finisher = finishers.pair(dt)
@@ -360,8 +381,8 @@ STATISTICS = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
 def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
     """The monoid of ``statistic``: mean or nanmean from ``(count, sum)`` in
     float64 (:func:`_mean_monoid`); var, std, nanvar and nanstd from
-    ``(count, mean, m2)`` in float64 (``(count, mean.real, mean.imag, m2)`` for
-    complex input). The NaN-ignoring ones map a NaN element (NaN in either part
+    ``(count, shift, s, q)`` in float64 (``(count, shift.real, shift.imag,
+    s.real, s.imag, q)`` for complex input). The NaN-ignoring ones map a NaN element (NaN in either part
     of a complex one) to the count 0, so that it is skipped."""
     check_dtype(dtype)
     if statistic not in STATISTICS:
@@ -378,8 +399,8 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
 def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
     """mean/nanmean: ``(count, sum)`` in float64 (``(count, sum.real, sum.imag)``
     for complex input), merged by adding, finished as the sum over the count.
-    Chan's ``(count, mean, m2)`` update, which var needs, divides at every merge:
-    on an H200 it made a float32 mean 2.7 times a sum's time."""
+    Chan's ``(count, mean, m2)`` update divided at every merge: on an H200 it
+    made a float32 mean 2.7 times a sum's time."""
     is_complex = check_dtype(dtype).kind == "c"
     f8 = np.float64
     skip_nan = statistic == "nanmean" and element(dtype).kind in "fc"
@@ -412,16 +433,17 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     # integers and bools have no NaN: the plain map (and kernels), as NumPy does
     skip_nan = statistic.startswith("nan") and element(dtype).kind in "fc"
     if is_complex:
-        op, fmap, width = _complex_moments_op, _complex_moments_map, 4
+        op, fmap, width = _complex_moments_op, _complex_moments_map, 6
         if skip_nan:
             fmap = _complex_nan_moments_map
     else:
-        op, fmap, width = _moments_op, _moments_map, 3
+        op, fmap, width = _moments_op, _moments_map, 4
         if skip_nan:
             fmap = _nan_moments_map
     plain = statistic.removeprefix("nan")
     finisher = finishers.variance(var_dtype(dtype), ddof, nan_rule=statistic != plain,
-                                  root=plain == "std", counted=skip_nan)
+                                  root=plain == "std", counted=skip_nan,
+                                  complex_parts=is_complex)
 
     def host(x):
         if skip_nan:
@@ -431,7 +453,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
         parts = (x.real, x.imag) if is_complex else (x,)
         means = tuple(np.mean(p, dtype=f8) for p in parts)
         m2 = sum(np.var(p, dtype=f8) for p in parts) * x.size
-        return (f8(x.size),) + means + (m2,)
+        # centred on the mean: no deviation from the shift
+        return (f8(x.size),) + means + (f8(0),) * len(parts) + (m2,)
 
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),

@@ -523,8 +523,8 @@ def test_deterministic_along_axes_is_refused(backend):
                                            ((0, 1, 2), False), ((0, 1, 2), True)])
 def test_raw_accumulators(backend, axis, keepdims):
     """A record array of the result's shape, unfinished: argmax's ``(value,
-    index)`` with the index within the lane, the moments' ``(count, mean,
-    m2)``; ``initial`` on the left; a scalar op's plain array; every axis
+    index)`` with the index within the lane, the moments' ``(count, shift,
+    s, q)``; ``initial`` on the left; a scalar op's plain array; every axis
     reduced is one lane. The named monoids, which finish on the host, are
     refused along some axes by the splitting path."""
     x = ties((3, 40, 5), seed=8)
@@ -547,10 +547,11 @@ def test_raw_accumulators(backend, axis, keepdims):
     assert (got["f0"] == 9.0).all() and (got["f1"] == 99).all()  # above every element
     moments = raw(structured.moments_monoid(x.dtype, "var"))
     f8 = np.float64
-    np.testing.assert_allclose(moments["f1"], np.mean(x, axis, f8, keepdims=keepdims),
+    n, shift, s, q = (moments[f] for f in ("f0", "f1", "f2", "f3"))  # shifted sums
+    np.testing.assert_allclose(shift + s / n, np.mean(x, axis, f8, keepdims=keepdims),
                                rtol=1e-12)
-    np.testing.assert_allclose(moments["f2"] / moments["f0"],
-                               np.var(x, axis, f8, keepdims=keepdims), rtol=1e-10)
+    np.testing.assert_allclose((q - s * s / n) / n, np.var(x, axis, f8, keepdims=keepdims),
+                               rtol=1e-10)
     summed = raw(make_monoid("add", x.dtype))
     assert summed.dtype == np.float32 and summed.shape == shape
     if len(axes) < x.ndim:  # (over every axis, reduce finishes the one value)

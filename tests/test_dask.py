@@ -252,7 +252,7 @@ def test_named_like_numpy(case, name, keepdims, dt, seed):
        dt=st.sampled_from([np.float64, np.float32, np.int16, np.complex128]))
 def test_structured_like_numpy(case, seed, dt):
     """argmax/argmin: global flat indices (ties: the first; NaN: the first NaN);
-    mean/var/std from merged (count, mean, m2) partials; minmax; nansum/nanprod.
+    mean/var/std from merged (count, shift, s, q) partials; minmax; nansum/nanprod.
     Complex minmax, which returns the first NaN in C order (not commutative),
     needs chunks that are runs of the C order and refuses others."""
     shape, chunks, _ = case

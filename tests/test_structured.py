@@ -128,6 +128,31 @@ def test_variance_is_stable_on_ill_conditioned_data(backend):
     assert abs(pyreduce.mean(x, **on(backend)) - np.mean(x)) <= 1e-6
 
 
+@pytest.mark.parametrize("n", [2, 63, 64, 65, 129, 3001])
+@pytest.mark.parametrize("case", ["offset", "outlier first", "outlier last", "complex"])
+def test_shifted_sums_keep_the_variance(backend, n, case):
+    """The summaries are sums about a shift (an element, or a summary's mean):
+    far from the mean (an outlier first, whose deviation dominates the sums),
+    far from zero, across the sizes where summaries are re-centred, the
+    variance keeps NumPy's precision, through the built-in path and the
+    generated folds alike."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n)
+    if case == "offset":
+        x = 1e9 + x
+    elif case == "outlier first":
+        x[0] = 1e7
+    elif case == "outlier last":
+        x[-1] = -1e7
+    else:
+        x = (3e8 + x) + 1j * (rng.standard_normal(n) - 5e7)
+    want = np.var(x - x[0])  # the offset (exact for these values) removed
+    dt = pyreduce.dtypes.check_dtype(x.dtype)
+    folds = dataclasses.replace(structured.moments_monoid(dt, "var"), host=None)
+    for got in (pyreduce.var(x, **on(backend)), pyreduce.reduce(x, folds, **on(backend))):
+        assert abs(got - want) <= 1e-9 * want, (got, want)
+
+
 def test_moments_of_nan_inf_and_nothing(backend):
     assert np.isnan(pyreduce.mean(np.zeros(0), **on(backend)))
     assert np.isnan(pyreduce.var(np.ones(1), ddof=1, **on(backend)))

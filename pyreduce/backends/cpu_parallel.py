@@ -20,8 +20,8 @@ What changes with the split, and what does not:
 * float and complex sums: each piece is NumPy's pairwise sum, the partials are
   then summed, so the rounding error bound is at most NumPy's own;
 * products, ``nansum``/``nanprod`` and ``mean``/``var``/``std`` (whose pieces'
-  ``(count, mean, m2)`` summaries merge by Chan's update, as the GPU kernels
-  merge theirs) round differently from one NumPy call, within the same bounds;
+  ``(count, shift, s, q)`` summaries merge as the GPU kernels merge
+  theirs) round differently from one NumPy call, within the same bounds;
 * a float16 input whose result rounds is reduced by one NumPy call, as before:
   NumPy converts it to float32 in buffers whose sums it adds one by one, a
   rounding a split cannot reproduce.
