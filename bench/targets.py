@@ -281,16 +281,15 @@ def run(args) -> int:
     log2 = args.log2 or LOG2
     if args.device == "gpu":
         steady_gpu()
-    rows = [measure(fn, dt, n, args.device, args.rounds)
-            for fn, dt, n in cases(log2, args.only or ())]
-    if args.device == "gpu":
         about = meta(DISTS)
     else:
         about = {"gpu": None, "date": today(), "versions": versions(DISTS),
                  "cpus": os.cpu_count()}
-    data = {"meta": about, "device": args.device, "rows": rows}
-    save(args.out, data)
-    return 0 if all(r["ok"] for r in rows) else 1
+    data = {"meta": about, "device": args.device, "rows": []}
+    for fn, dt, n in cases(log2, args.only or ()):
+        data["rows"].append(measure(fn, dt, n, args.device, args.rounds))
+        save(args.out, data)  # after every case: a run cut short keeps what it measured
+    return 0 if all(r["ok"] for r in data["rows"]) else 1
 
 
 # --- report
