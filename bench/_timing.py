@@ -3,6 +3,8 @@
 * :func:`device_seconds`: GPU time per call, CUDA events with the GPU held (the
   autotuner's timer), and :func:`copy_GBps` / :func:`copy_ceiling` on it;
 * :func:`host_seconds`: the median of rounds of the mean wall time per call;
+* :func:`interleaved_seconds`: the same for calls of several libraries taking
+  turns on a warm GPU;
 * :func:`wall_seconds` and :func:`median_seconds`: the median of single timed
   calls after an untimed one (what a call that compiles first, or a Dask
   compute, is timed by);
@@ -86,6 +88,35 @@ def host_seconds(fn, calls=200, rounds=5, min_seconds=0.0):
             fn()
         times.append((time.perf_counter() - t0) / calls)
     return float(np.median(times))
+
+
+def interleaved_seconds(fns: dict, calls=10, rounds=7, warm_seconds=0.05) -> dict:
+    """``{name: seconds}``: the median over rounds of each call's mean wall time,
+    the calls of ``fns`` taking turns within every round (the first to go
+    changing from round to round), after each has run for ``warm_seconds``. A
+    call timed alone after seconds of host work (drawing the next case's data)
+    would run on a GPU whose clocks had dropped, and the first library timed
+    would pay for it; taking turns gives every library the same GPU."""
+    names = list(fns)
+    count = {}
+    for name in names:
+        t0 = time.perf_counter()
+        fns[name]()
+        made = 1
+        while time.perf_counter() < t0 + warm_seconds:
+            fns[name]()
+            made += 1
+        each = (time.perf_counter() - t0) / made
+        # a slow call (tens of milliseconds) is timed fewer times a round
+        count[name] = max(1, min(calls, int(warm_seconds / each)))
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            for _ in range(count[name]):
+                fns[name]()
+            times[name].append((time.perf_counter() - t0) / count[name])
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def median_seconds(fn, reps: int) -> float:

@@ -229,15 +229,28 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       best configuration on both GPUs. The earlier rule here (``last_block``,
       four loads per lane, up to 32 waves) lost up to 17% on the H200; on the
       H100 it had been up to 1.5% faster than this one;
-    * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``).
+    * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
+    * tuple accumulators (mean's, var's, argmax's: several fields folded per
+      element, a longer chain of dependent operations than a sum's add) need
+      more loads in flight. On an H200 (``bench/targets.py`` and an A/B of the
+      layouts, float32, 2**24-2**28): streaming from memory, 16 items a thread
+      in blocks of 256 (``warp_shuffle``) took 0.70-0.83 of the time of the
+      rule for sums that widen at 2**28 (var 515 against 721 us, mean 260
+      against 314, argmax 323 against 364); between one and two L2 sizes two
+      tiles in flight (``warp_shuffle_x2``, 8 items, blocks of 256) took
+      0.66-0.69 of it for var and argmax (and 1.15 for mean).
 
     A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.
     """
+    l2 = device.l2_bytes if device is not None else 0
+    nbytes = n * in_dtype.itemsize
+    if is_tuple(acc_dtype) and l2 and nbytes > l2:
+        if nbytes > 2 * l2:
+            return Auto("warp_shuffle", 16, 256)
+        return Auto("warp_shuffle_x2", 8, 256)
     if acc_dtype.itemsize > in_dtype.itemsize:
         return Auto("warp_shuffle", min(16, 2 * default_items(in_dtype)))
     block = device.auto_block if device is not None else None
-    l2 = device.l2_bytes if device is not None else 0
-    nbytes = n * in_dtype.itemsize
     two = min(16, 2 * default_items(in_dtype))
     if l2 and nbytes > 2 * l2:
         return Auto("warp_shuffle_x2", two, block, 32, per_block=4)

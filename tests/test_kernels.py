@@ -426,6 +426,27 @@ def test_auto_sums_that_widen_run_two_pass():
         assert plan.grid <= H100_L2.max_grid(256)
 
 
+def test_auto_tuple_accumulators_keep_more_loads_in_flight():
+    """Tuple accumulators (var's four fields from float32) past the L2: 16 items
+    a thread in blocks of 256 when streaming from memory, two tiles of 8 in
+    flight between one and two L2 sizes; in the cache, the rule for widening."""
+    from pyreduce import structured
+
+    f4 = np.dtype(np.float32)
+    var = structured.moments_monoid(f4, "var")
+    acc, key = var.dtype, var.key
+    l2 = H100_L2.l2_bytes
+    for n, want in ((3 * l2, ("warp_shuffle", 256, 16)),
+                    (3 * l2 // 2, ("warp_shuffle_x2", 256, 8)),
+                    (l2 // 8, ("warp_shuffle", 256, 8))):
+        plan = make_plan(n // 4, f4, acc, key, H100_L2, align=16)
+        assert (plan.spec.variant, plan.spec.block, plan.spec.items) == want, n
+    # the caller's tuning still wins
+    plan = make_plan(3 * l2 // 4, f4, acc, key, H100_L2, Tuning(items_per_thread=4),
+                     align=16)
+    assert plan.spec.items == 4
+
+
 def test_kernel_spec_validation():
     ok = KernelSpec("warp_shuffle", np.float32, np.float32, "k", 64, 32, 2)
     assert (ok.warps, ok.tile, ok.label) == (2, 128, "warp_shuffle f4 b64 w32 i2")
