@@ -98,6 +98,8 @@ def interleaved_seconds(fns: dict, calls=10, rounds=7, warm_seconds=0.05) -> dic
     would run on a GPU whose clocks had dropped, and the first library timed
     would pay for it; taking turns gives every library the same GPU."""
     names = list(fns)
+    if not names:
+        return {}
     count = {}
     for name in names:
         t0 = time.perf_counter()

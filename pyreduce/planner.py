@@ -238,15 +238,20 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       rule for sums that widen at 2**28 (var 515 against 721 us, mean 260
       against 314, argmax 323 against 364); between one and two L2 sizes two
       tiles in flight (``warp_shuffle_x2``, 8 items, blocks of 256) took
-      0.66-0.69 of it for var and argmax (and 1.15 for mean).
+      0.66-0.69 of it for var and argmax (and 1.15 for mean). The same
+      layout for float64 input (16 items, twice the registers) took 1.3-1.4
+      times the widening rule's time for mean, argmax and minmax at 2**28 (in
+      runs where the peers' times differed by 1.0-1.1 times): 8-byte inputs
+      keep the rule for sums that widen. A thread's tile is 64 bytes (32
+      half-precision items, 16 of 4 bytes).
 
     A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.
     """
     l2 = device.l2_bytes if device is not None else 0
     nbytes = n * in_dtype.itemsize
-    if is_tuple(acc_dtype) and l2 and nbytes > l2:
+    if is_tuple(acc_dtype) and in_dtype.itemsize <= 4 and l2 and nbytes > l2:
         if nbytes > 2 * l2:
-            return Auto("warp_shuffle", 16, 256)
+            return Auto("warp_shuffle", min(32, 64 // in_dtype.itemsize), 256)
         return Auto("warp_shuffle_x2", 8, 256)
     if acc_dtype.itemsize > in_dtype.itemsize:
         return Auto("warp_shuffle", min(16, 2 * default_items(in_dtype)))

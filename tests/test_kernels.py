@@ -441,6 +441,16 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
                     (l2 // 8, ("warp_shuffle", 256, 8))):
         plan = make_plan(n // 4, f4, acc, key, H100_L2, align=16)
         assert (plan.spec.variant, plan.spec.block, plan.spec.items) == want, n
+    # 64 bytes a thread's tile: 32 half-precision items; float64 keeps the
+    # widening rule (twice the registers a field)
+    half = structured.moments_monoid(np.dtype(np.float16), "mean")
+    plan = make_plan(3 * l2 // 2, np.dtype(np.float16), half.dtype, half.key, H100_L2,
+                     align=16)
+    assert (plan.spec.variant, plan.spec.block, plan.spec.items) == ("warp_shuffle", 256, 32)
+    f8 = np.dtype(np.float64)
+    wide = structured.moments_monoid(f8, "var")
+    plan = make_plan(3 * l2 // 8, f8, wide.dtype, wide.key, H100_L2, align=16)
+    assert (plan.spec.variant, plan.spec.items) == ("warp_shuffle", 4)
     # the caller's tuning still wins
     plan = make_plan(3 * l2 // 4, f4, acc, key, H100_L2, Tuning(items_per_thread=4),
                      align=16)
