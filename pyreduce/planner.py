@@ -231,28 +231,18 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       H100 it had been up to 1.5% faster than this one;
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
     * tuple accumulators (mean's, var's, argmax's: several fields folded per
-      element, a longer chain of dependent operations than a sum's add) need
-      more loads in flight. On an H200 (``bench/targets.py`` and an A/B of the
-      layouts, float32, 2**24-2**28): streaming from memory, 16 items a thread
-      in blocks of 256 (``warp_shuffle``) took 0.70-0.83 of the time of the
-      rule for sums that widen at 2**28 (var 515 against 721 us, mean 260
-      against 314, argmax 323 against 364); between one and two L2 sizes two
-      tiles in flight (``warp_shuffle_x2``, 8 items, blocks of 256) took
-      0.66-0.69 of it for var and argmax (and 1.15 for mean). The same
-      layout for float64 input (16 items, twice the registers) took 1.3-1.4
-      times the widening rule's time for mean, argmax and minmax at 2**28 (in
-      runs where the peers' times differed by 1.0-1.1 times): 8-byte inputs
-      keep the rule for sums that widen. A thread's tile is 64 bytes (32
-      half-precision items, 16 of 4 bytes).
+      element, a longer chain of dependent operations than a sum's add) past
+      the L2 (:func:`_tuple_rule`, an H200, ``bench/targets.py`` and A/B runs
+      of the layouts at 2**24-2**28, each against the widening rule).
 
     A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.
     """
     l2 = device.l2_bytes if device is not None else 0
     nbytes = n * in_dtype.itemsize
-    if is_tuple(acc_dtype) and in_dtype.itemsize <= 4 and l2 and nbytes > l2:
-        if nbytes > 2 * l2:
-            return Auto("warp_shuffle", min(32, 64 // in_dtype.itemsize), 256)
-        return Auto("warp_shuffle_x2", 8, 256)
+    if is_tuple(acc_dtype) and l2 and nbytes > l2:
+        rule = _tuple_rule(in_dtype, acc_dtype, nbytes > 2 * l2)
+        if rule is not None:
+            return rule
     if acc_dtype.itemsize > in_dtype.itemsize:
         return Auto("warp_shuffle", min(16, 2 * default_items(in_dtype)))
     block = device.auto_block if device is not None else None
@@ -260,6 +250,38 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     if l2 and nbytes > 2 * l2:
         return Auto("warp_shuffle_x2", two, block, 32, per_block=4)
     return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
+
+
+def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool) -> Auto | None:
+    """The layout of a tuple accumulator past the L2 (``streaming``: past twice
+    the L2), or None for the rule of sums that widen. Measured on an H200,
+    time per call with the GPU kept busy, at 2**28 unless said:
+
+    * var's four fields (32 bytes and more): 32 items of a 4-byte input in
+      blocks of 256 (float32: 404 us, against 514 with 16 and 721 with the
+      widening rule's 8; PyTorch 321), 8 of float64 (748 us against 1038 with
+      the widening rule's 4; PyTorch 761);
+    * two fields (mean's count and sum, argmax's value and index, minmax):
+      16 items of a 4-byte input in blocks of 256 (float32 mean 256 us, argmax
+      309, minmax 292, against 314, 364 and 342 with the widening rule; 32
+      items took 1.1-1.6 times as long); two tiles of 16 items of a 2-byte input
+      (``warp_shuffle_x2``: float16 mean 134 us against 153 with 32 items;
+      PyTorch 132); float64 keeps the widening rule (mean 483 us, argmax 515,
+      against 638 and 637 with 8 items);
+    * between one and two L2 sizes (2**24 float32), two tiles of 8 items of a
+      4-byte input (var 70 us and argmax 65, against 101 and 99 with the
+      widening rule; mean 76 against 66).
+    """
+    size = in_dtype.itemsize
+    if not streaming:
+        return Auto("warp_shuffle_x2", 8, 256) if size == 4 else None
+    if acc_dtype.itemsize >= 32:
+        return Auto("warp_shuffle", 32 if size <= 4 else 8, 256)
+    if size == 4:
+        return Auto("warp_shuffle", 16, 256)
+    if size == 2:
+        return Auto("warp_shuffle_x2", 16, 256)
+    return None
 
 
 def address_alignment(address: int, contiguous: bool) -> int:

@@ -427,34 +427,31 @@ def test_auto_sums_that_widen_run_two_pass():
 
 
 def test_auto_tuple_accumulators_keep_more_loads_in_flight():
-    """Tuple accumulators (var's four fields from float32) past the L2: 16 items
-    a thread in blocks of 256 when streaming from memory, two tiles of 8 in
-    flight between one and two L2 sizes; in the cache, the rule for widening."""
+    """Tuple accumulators past the L2 (the measured rule, planner._tuple_rule):
+    var's four fields 32 items of float32 and 8 of float64, two fields 16 of
+    float32 and two tiles of 16 of float16, float64's two fields and every
+    input in the cache the widening rule; two tiles of 8 of float32 between one
+    and two L2 sizes; the caller's tuning wins."""
     from pyreduce import structured
 
-    f4 = np.dtype(np.float32)
-    var = structured.moments_monoid(f4, "var")
-    acc, key = var.dtype, var.key
     l2 = H100_L2.l2_bytes
-    for n, want in ((3 * l2, ("warp_shuffle", 256, 16)),
-                    (3 * l2 // 2, ("warp_shuffle_x2", 256, 8)),
-                    (l2 // 8, ("warp_shuffle", 256, 8))):
-        plan = make_plan(n // 4, f4, acc, key, H100_L2, align=16)
-        assert (plan.spec.variant, plan.spec.block, plan.spec.items) == want, n
-    # 64 bytes a thread's tile: 32 half-precision items; float64 keeps the
-    # widening rule (twice the registers a field)
-    half = structured.moments_monoid(np.dtype(np.float16), "mean")
-    plan = make_plan(3 * l2 // 2, np.dtype(np.float16), half.dtype, half.key, H100_L2,
-                     align=16)
-    assert (plan.spec.variant, plan.spec.block, plan.spec.items) == ("warp_shuffle", 256, 32)
-    f8 = np.dtype(np.float64)
-    wide = structured.moments_monoid(f8, "var")
-    plan = make_plan(3 * l2 // 8, f8, wide.dtype, wide.key, H100_L2, align=16)
-    assert (plan.spec.variant, plan.spec.items) == ("warp_shuffle", 4)
-    # the caller's tuning still wins
-    plan = make_plan(3 * l2 // 4, f4, acc, key, H100_L2, Tuning(items_per_thread=4),
-                     align=16)
-    assert plan.spec.items == 4
+
+    def layout(dtype, statistic, nbytes, tuning=Tuning()):
+        dt = np.dtype(dtype)
+        m = structured.moments_monoid(dt, statistic)
+        plan = make_plan(nbytes // dt.itemsize, dt, m.dtype, m.key, H100_L2, tuning, align=16)
+        return plan.spec.variant, plan.spec.block, plan.spec.items
+
+    assert layout(np.float32, "var", 3 * l2) == ("warp_shuffle", 256, 32)
+    assert layout(np.float64, "var", 3 * l2) == ("warp_shuffle", 256, 8)
+    assert layout(np.float32, "mean", 3 * l2) == ("warp_shuffle", 256, 16)
+    assert layout(np.float16, "mean", 3 * l2) == ("warp_shuffle_x2", 256, 16)
+    widening = ("warp_shuffle", H100_L2.default_block)
+    assert layout(np.float64, "mean", 3 * l2) == widening + (4,)
+    assert layout(np.float32, "var", 3 * l2 // 2) == ("warp_shuffle_x2", 256, 8)
+    assert layout(np.float64, "var", 3 * l2 // 2) == widening + (4,)
+    assert layout(np.float32, "var", l2 // 8) == widening + (8,)
+    assert layout(np.float32, "var", 3 * l2, Tuning(items_per_thread=4))[2] == 4
 
 
 def test_kernel_spec_validation():
