@@ -499,6 +499,10 @@ def _combine(partials, axes, monoid: Monoid, call: _Call):
     if len(axes) > 1:
         n = math.prod(partials.shape[nkept:])
         partials = partials.reshape(partials.shape[:nkept] + (n,))
+    if 0 in partials.chunks[-1] and any(partials.chunks[-1]):
+        # Dask's reshape can leave an empty block along the folded axis, which
+        # no fold could give a value for (max has no identity): dropped
+        partials = partials.rechunk({nkept: tuple(c for c in partials.chunks[-1] if c)})
     if call.deterministic and any(c != 1 for c in partials.chunks[-1]):
         partials = partials.rechunk({nkept: 1})  # each block one aligned node
     fold = _Fold(monoid, call.backend, call.deterministic)

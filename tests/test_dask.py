@@ -223,6 +223,18 @@ def numeric(shape, seed, dt):
     return rng.integers(-3, 4, shape).astype(dt)
 
 
+@pytest.mark.parametrize("name", ["max", "min", "sum"])
+def test_an_empty_chunk_of_a_kept_axis(name):
+    """A chunk of size 0 along an axis that is kept: Dask's reshape of the
+    partials left an empty block along the folded axis, and folding it asked
+    max for an identity it has not."""
+    x = np.arange(6.0).reshape(1, 2, 3)[..., ::-1]
+    d = da.from_array(x, chunks=((1,), (1, 1), (0, 1, 2)))
+    for axis in ((0, 1), 1):
+        got = getattr(pyreduce, name)(d, axis=axis).compute()
+        np.testing.assert_array_equal(got, getattr(np, name)(x, axis=axis))
+
+
 @settings(max_examples=examples(30))
 @given(case=arrays(min_extent=1), name=st.sampled_from(NAMED), keepdims=st.booleans(),
        dt=st.sampled_from([np.float64, np.int32, np.float32]), seed=st.integers(0, 2**16))
