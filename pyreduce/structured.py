@@ -29,8 +29,9 @@ parts, with ops of its own.
     thread's summary costs about what a sum's add does); summaries of 64 or
     more elements each are then moved to their mean, which bounds the
     cancellation of the finish, ``m2 = q - |s|**2 / count``. No second pass, and
-    the precision a two-pass method has (``docs/structured.md``). Results have NumPy's dtypes, except that
-    half-precision input gives float32 (:func:`mean_dtype`, :func:`var_dtype`).
+    the precision a two-pass method has (``docs/structured.md``). Results have
+    NumPy's dtypes, except that half-precision input gives float32
+    (:func:`mean_dtype`, :func:`var_dtype`).
 ``nansum``/``nanprod``
     a map turning NaN (a complex value with NaN in either part) into the identity
     before a plain sum (product), as NumPy does: an op alone cannot tell an input
@@ -382,8 +383,9 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
     """The monoid of ``statistic``: mean or nanmean from ``(count, sum)`` in
     float64 (:func:`_mean_monoid`); var, std, nanvar and nanstd from
     ``(count, shift, s, q)`` in float64 (``(count, shift.real, shift.imag,
-    s.real, s.imag, q)`` for complex input). The NaN-ignoring ones map a NaN element (NaN in either part
-    of a complex one) to the count 0, so that it is skipped."""
+    s.real, s.imag, q)`` for complex input). The NaN-ignoring ones map a NaN
+    element (NaN in either part of a complex one) to the count 0, so that it
+    is skipped."""
     check_dtype(dtype)
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, "
