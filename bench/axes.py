@@ -24,7 +24,9 @@ leave the result on the device; :func:`_timing.device_seconds`) of
 * row and column sums (and max) of a 2**14 x 2**14 float32 matrix: pyreduce's
   built-in op, pyreduce with a Python lambda, CuPy's ``x.sum(axis=...)``;
 * row sums (and max) of short rows, ``SHORT_ROWS``: 2**24 x 16 (issue #20's
-  tall-skinny case) and 2**20 x 32 float32, the same libraries;
+  tall-skinny case) and 2**20 x 32 float32, the same libraries, and the column
+  sums (and max) of the same matrices: fewer columns than a warp, which the
+  narrow columns kernel reduces;
 * segmented sums of 2**26 float32 in segments of 1, 32, 1024 and 2**20
   elements: pyreduce, CuPy (which has no segmented reduction: ``cupy.add.reduceat``
   over the segment starts, the general formulation, and ``x.reshape(S,
@@ -56,7 +58,8 @@ DOCS = docs("performance")
 ROWS, COLS = 2**14, 2**14
 SEGMENTED_N = 2**26
 SEGMENT_SIZES = [1, 32, 1024, 2**20]
-#: (rows, row length) of float32 matrices summed along their short rows
+#: (rows, row length) of float32 matrices summed along their short rows, and
+#: along their columns (of 16: narrow columns, a warp wider than a row)
 SHORT_ROWS = [(2**24, 16), (2**20, 32)]
 P = 1000003
 
@@ -152,6 +155,7 @@ def check() -> int:
            lambda: (pyreduce.reduce(cp.asarray(sparse), last_nonzero, axis=1),
                     np.array([r[np.flatnonzero(r)[-1]] if r.any() else 0 for r in sparse]), True))
     _check_short_rows(c, cp, pyreduce, rng)
+    _check_narrow_columns(c, cp, pyreduce, rng)
     _check_big(c, cp, pyreduce)
     _check_segments(c, cp, pyreduce, rng)
     print(f"{c.failures} failures", flush=True)
@@ -175,6 +179,23 @@ def _check_short_rows(c, cp, pyreduce, rng):
                         _fold_rows(a, affine, 1), True))
         c.case(f"argmax rows of {K}",
                lambda: (pyreduce.argmax(s, axis=1), s.argmax(axis=1), True))
+
+
+def _check_narrow_columns(c, cp, pyreduce, rng):
+    """Columns of fewer outputs than a warp (the narrow columns kernel: rows
+    read several at a time, leftover rows, parts), adjacent, sliced and
+    reversed; a user op keeps the order."""
+    for M in (3, 16, 17, 31):
+        s = cp.asarray(rng.integers(-3, 4, (200003, M + 1)).astype(np.float32))
+        for name, view in [("", s[:, :M]), (" sliced", s[:, 1:]), (" reversed", s[::-1, :M])]:
+            c.case(f"float32 columns of {M}{name} sum",
+                   lambda: (pyreduce.sum(view, axis=0), view.sum(axis=0), True))
+            c.case(f"float32 columns of {M}{name} argmax",
+                   lambda: (pyreduce.argmax(view, axis=0), view.argmax(axis=0), True))
+        a = (rng.integers(1, P, (3001, M)) * P + rng.integers(0, P, (3001, M))).astype(np.int64)
+        c.case(f"affine (order kept) columns of {M}",
+               lambda: (pyreduce.reduce(cp.asarray(a), affine, axis=0),
+                        _fold_rows(a, affine, 0), True))
 
 
 def _check_big(c, cp, pyreduce):
@@ -260,7 +281,7 @@ def run(out: str, only=None) -> int:
     found = meta(DISTS)
     found["ceiling_GBps"] = copy_ceiling()
     rows = []
-    matrices = [(ROWS, COLS, (1, 0))] + [(m, k, (1,)) for m, k in SHORT_ROWS]
+    matrices = [(ROWS, COLS, (1, 0))] + [(m, k, (1, 0)) for m, k in SHORT_ROWS]
     for m, k, axes in matrices:
         cases = {axis: f"{'rows' if axis == 1 else 'columns'} of {m}x{k} float32"
                  for axis in axes}

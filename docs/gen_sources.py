@@ -68,6 +68,7 @@ BATCHED = {
     "batch_segments_finish": dict(family="segments", group="warp", source="offsets",
                                   finish=True, initial=True),
     "batch_columns": dict(family="columns", vector=4),
+    "batch_columns_narrow": dict(family="columns", vector=4, narrow=True),
 }
 
 

@@ -37,15 +37,34 @@ not, and a row of outputs fills a warp)
     order: each warp's loads of a row are adjacent. When the outputs give fewer
     blocks than twice the resident ones, the reduced range is cut into parts (a
     block row each) and the same kernel reduces the parts' partials.
+narrow columns (the same layout with fewer outputs ``Mi`` than a warp, a
+commutative op, ``Monoid.commutative``, and at least ``g`` rows)
+    the narrow kernel of the columns family: ``g`` consecutive rows read as one
+    wide row of ``g * Mi`` columns, as many as a block's threads hold
+    (``items`` each) and its shared memory folds
+    (:func:`~pyreduce.variants.columns.fold_width`), so that a warp's loads
+    are as long and as many as for wide columns; ``g`` a multiple of what
+    makes ``g * Mi`` whole items (the plan's ``wide_rows``). The ``K // g``
+    full wide rows are cut into parts as the columns kernel cuts rows; the last
+    part also folds the ``K % g`` rows left over; each block folds its ``g``
+    groups of outputs in shared memory, which reorders. A split pass's partials
+    (``parts`` rows of ``M``) are reduced by the narrow kernel in one block
+    where ``M`` is below a warp (a ``(3, K, 5)`` array's middle axis), else by
+    the columns kernel. An op that is not commutative keeps the order, and
+    fewer than ``g`` rows fill no wide row: such narrow columns are strided
+    rows (a thread, group of lanes, warp or block per output, each element of
+    a row a load of its own).
 segments
     chosen like rows, by the average segment length: a thread, a group of
     lanes, a warp or a block per segment, with parts for few long segments.
 
 Vector loads apply where every row starts on an aligned address (rows, unit
-stride; columns, adjacent outputs), never to segments, whose starts are data.
+stride; columns, adjacent outputs; narrow columns, adjacent rows of adjacent
+outputs), never to segments, whose starts are data.
 
 An element map (``mapped``: the op's ``Monoid.map``) is applied by the first
-pass only, to each element with its position in its row or segment; a
+pass only, to each element with its position in its row or segment (in a
+narrow kernel's wide row, the row each column lies in); a
 finishing pass reads the partials as accumulators. A tuple accumulator's
 scratch (``init``, the partials) and output are record arrays.
 """
@@ -62,7 +81,7 @@ from .cache import Memo
 from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import DeviceInfo, Tuning, default_items, vector_width
 from .spec import BatchSpec
-from .variants.columns import ROWS
+from .variants.columns import ROWS, fold_width
 
 __all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "WARP_TILES"]
 
@@ -85,6 +104,9 @@ class BatchPlan:
     parts: int
     outputs: int
     schedule: Schedule
+    #: rows of outputs the first pass reads as one wide row (``g`` of the narrow
+    #: columns kernel); 1 for every other kernel
+    wide_rows: int = 1
     #: backend name -> pyreduce.driver.Executable, built on first use
     executables: dict = dataclasses.field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -186,11 +208,17 @@ def _pow2_alignment(align: int, itemsize: int, *element_offsets: int) -> int:
     return align
 
 
+def _finish_items(acc_dtype, shape: _Shape) -> int:
+    """Items per thread of a finishing pass, which reads accumulators: 16 bytes
+    of them, unless the call named a count."""
+    return default_items(acc_dtype) if shape.tuning.items_per_thread is None else shape.items
+
+
 def _finish_spec(kind, acc_dtype, op_key, shape: _Shape, initial: bool, outputs: int,
                  source="rows"):
     """The finishing pass over the parts' partials: a warp per output for rows
-    and segments, the columns kernel for columns."""
-    items = default_items(acc_dtype) if shape.tuning.items_per_thread is None else shape.items
+    and segments, the columns kernel for columns (see :func:`_columns_finish`)."""
+    items = _finish_items(acc_dtype, shape)
     if kind == "columns":
         family, group, block = "columns", "block", shape.narrow_block(-(-outputs // items))
     else:
@@ -199,25 +227,43 @@ def _finish_spec(kind, acc_dtype, op_key, shape: _Shape, initial: bool, outputs:
                      1, group, source, True, False, initial, True)
 
 
+def _narrow_fold(shape: _Shape, Mi: int, items: int, acc_dtype) -> tuple[int, int] | None:
+    """``(block, g)`` of the narrow columns kernel for rows of ``Mi`` outputs:
+    ``g`` rows make a wide row of as many columns as fit the block's threads
+    and shared memory (:func:`~pyreduce.variants.columns.fold_width`), a
+    multiple of ``items`` so that every thread owns whole columns; the block no
+    wider than its columns need. None where not one row fits."""
+    step = items // math.gcd(items, Mi)
+    g = fold_width(shape.block, items, acc_dtype) // Mi // step * step
+    if g < 1:
+        return None
+    return shape.narrow_block(-(-g * Mi // items)), g
+
+
 def plan_strided(d: Strided, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
                  device: DeviceInfo, tuning: Tuning = Tuning(), initial: bool = False,
-                 align: int = 0, mapped: bool = False) -> BatchPlan:
+                 align: int = 0, mapped: bool = False, commutative: bool = False) -> BatchPlan:
     """The plan for an ``axis=`` reduction described by ``d`` (``M, K >= 1``), on a
     1-D input whose first element is ``align``-byte aligned (0: unknown).
     ``mapped``: the op has an element map (``Monoid.map``), applied by the first
-    pass."""
+    pass. ``commutative``: the op may combine a lane's elements in any order
+    (``Monoid.commutative``), which the narrow columns kernel needs."""
     key = ("strided", d, in_dtype, acc_dtype, op_key, device.key, device.warp,
-           tuning, initial, align, mapped)
+           tuning, initial, align, mapped, commutative)
     return _memo(key, lambda: _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning,
-                                            initial, align, mapped))
+                                            initial, align, mapped, commutative))
 
 
-def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align, mapped):
+def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align, mapped,
+                  commutative):
     shape = _Shape(in_dtype, device, tuning)
-    columns = (abs(d.ks) != 1 and d.M > 1 and d.Mi >= shape.warp
-               and abs(d.si) < abs(d.ks))
-    if columns:
+    across = abs(d.ks) != 1 and d.M > 1 and abs(d.si) < abs(d.ks)
+    if across and d.Mi >= shape.warp:
         return _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
+    fold = _narrow_fold(shape, d.Mi, shape.items, acc_dtype) if across and commutative else None
+    if fold is not None and d.K >= fold[1]:  # at least one wide row
+        return _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
+                            fold)
     return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
 
 
@@ -276,26 +322,77 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,
     block = shape.narrow_block(-(-d.Mi // items))
     tiles = -(-d.Mi // (block * items))
     blocks = d.Mo * tiles
-    parts = shape.parts(blocks, d.K, ROWS)
-    rows = -(-d.K // parts)
-    parts = -(-d.K // rows)
+    parts = _whole_parts(d.K, shape.parts(blocks, d.K, ROWS))
     split = parts > 1
     spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, "block", "rows", unit, split, initial and not split,
                      mapped=mapped)
+    return _columns_plan(d, spec, blocks * parts, parts, 0, shape, initial)
+
+
+def _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
+                 fold) -> BatchPlan:
+    """Rows of fewer outputs than a warp, for a commutative op: the narrow
+    columns kernel (:mod:`pyreduce.variants.columns`), ``g`` rows to a wide row
+    (``fold``: :func:`_narrow_fold`), the ``K // g`` full wide rows cut into
+    parts as the columns kernel cuts rows."""
+    block, g = fold
+    items = shape.items
+    unit = d.si == 1 and d.ks == d.Mi  # a wide row is adjacent elements
+    rows_align = (_pow2_alignment(align, in_dtype.itemsize, d.off, d.so, g * d.ks)
+                  if unit else 0)
+    vector = vector_width(items, in_dtype, rows_align, shape.device, shape.tuning.vector_loads)
+    parts = _whole_parts(d.K // g, shape.parts(d.Mo, d.K // g, ROWS))
+    split = parts > 1
+    spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
+                     vector, "block", "rows", unit, split, initial and not split,
+                     mapped=mapped, narrow=True)
+    return _columns_plan(d, spec, d.Mo * parts, parts, g, shape, initial)
+
+
+def _whole_parts(rows: int, parts: int) -> int:
+    """``parts`` made as few as cover ``rows`` with ``ceil(rows / parts)`` rows
+    each, as the kernels cut them: every part then holds rows."""
+    return -(-rows // -(-rows // parts))
+
+
+def _columns_plan(d, spec: BatchSpec, grid: int, parts: int, grain: int, shape: _Shape,
+                  initial: bool) -> BatchPlan:
+    """The plan of a columns-family first pass ``spec`` over ``d`` (``grid``
+    blocks, ``grain`` its argument) and, where it is split into ``parts``, the
+    finishing pass over its partials (:func:`_columns_finish`)."""
+    acc_dtype, split = spec.acc_dtype, parts > 1
     init = Ref("init", 0, 1)
     first_out = Ref("partials", 0, d.M * parts) if split else OUTPUT
-    steps = [Step(spec, blocks * parts, (INPUT, *_descriptor(d), parts, 0, first_out, init))]
+    steps = [Step(spec, grid, (INPUT, *_descriptor(d), parts, grain, first_out, init))]
     buffers = [("init", 1, acc_dtype, False)]
     if split:
-        fin = _finish_spec("columns", acc_dtype, op_key, shape, initial, d.M)
-        fgrid = -(-d.M // (fin.block * fin.items))
+        fin, fgrid, fgrain = _columns_finish(spec, shape, initial, d.M)
         # the partials are `parts` rows of M: a columns problem of its own
         desc = (0, d.M, d.M, 0, 1, parts, d.M)
-        steps.append(Step(fin, fgrid, (first_out, *desc, 1, 0, OUTPUT, init)))
+        steps.append(Step(fin, fgrid, (first_out, *desc, 1, fgrain, OUTPUT, init)))
         buffers.append(("partials", d.M * parts, acc_dtype, False))
-    return BatchPlan("columns", spec, blocks * parts, parts, d.M,
-                     Schedule(tuple(buffers), tuple(steps), init, d.M))
+    return BatchPlan("columns", spec, grid, parts, d.M,
+                     Schedule(tuple(buffers), tuple(steps), init, d.M), grain or 1)
+
+
+def _columns_finish(first: BatchSpec, shape: _Shape, initial: bool,
+                    outputs: int) -> tuple[BatchSpec, int, int]:
+    """``(spec, grid, grain)`` of the pass that reduces the ``parts`` rows of
+    ``outputs`` partials a split columns pass (``first``) writes: the columns
+    kernel, a thread per ``items`` of them, where a row of them fills a warp;
+    else (a narrow first pass: the op commutes) the narrow kernel, in one block
+    and one part, as many rows to a wide row as fit."""
+    acc_dtype = first.acc_dtype
+    items = _finish_items(acc_dtype, shape)
+    fold = _narrow_fold(shape, outputs, items, acc_dtype) if first.narrow else None
+    if outputs >= shape.warp or fold is None:
+        fin = _finish_spec("columns", acc_dtype, first.op_key, shape, initial, outputs)
+        return fin, -(-outputs // (fin.block * fin.items)), 0
+    block, g = fold
+    fin = BatchSpec("columns", acc_dtype, acc_dtype, first.op_key, block, shape.warp, items,
+                    1, "block", "rows", True, False, initial, True, narrow=True)
+    return fin, 1, g
 
 
 def plan_segments(segments: int, n: int, in_dtype: np.dtype, acc_dtype: np.dtype, op_key,
@@ -349,6 +446,7 @@ def describe_plan(plan: BatchPlan) -> str:
     """One line: the kind, the first pass's kernel and grid, the parts."""
     parts = f", {plan.parts} parts per output then {plan.finish.label}" if plan.parts > 1 else ""
     lanes = f" ({plan.spec.lanes} lanes per output)" if plan.spec.lanes else ""
+    wide = f" ({plan.wide_rows} rows per wide row)" if plan.spec.narrow else ""
     return (f"{plan.kind}: {plan.spec.label}; grid {plan.grid} x {plan.spec.block} threads "
-            f"for {plan.outputs} outputs{lanes}{parts}")
+            f"for {plan.outputs} outputs{lanes}{wide}{parts}")
 

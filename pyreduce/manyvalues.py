@@ -226,7 +226,7 @@ def _strided_plan(be, info, monoid: Monoid, axes: tuple, tuning, stream, initial
     device = be.device(tuning.warp_size)
     src, d = device_layout(be, info, axes, stream)
     plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning, initial,
-                        be.alignment(src), monoid.map is not None)
+                        be.alignment(src), monoid.map is not None, monoid.commutative)
     return device, src, plan
 
 
@@ -244,7 +244,7 @@ def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, 
     Returns a host NumPy array of the result's shape (NumPy's, with
     ``keepdims``) and dtype ``monoid.dtype``: for a tuple accumulator a record
     array with fields ``f0, f1, ...`` (argmax's ``(value, index)``, the mean's
-    ``(count, sum)``, the variance's ``(count, mean, m2)``), one record per
+    ``(count, sum)``, the variance's ``(count, shift, s, q)``), one record per
     lane, ``Monoid.finalize`` not applied. Lane ``m`` folds ``map(k, v)`` for
     its elements ``v`` in C order of the reduced axes, ``k = 0 .. K-1`` their
     positions in the lane, with ``initial`` (cast to ``monoid.dtype``) combined

@@ -144,7 +144,10 @@ class BatchSpec(_LaunchShape):
     Its calling convention differs from the 1-D kernels' (see the family's
     module), so it is no variant of :data:`pyreduce.variants.VARIANTS`; it is
     built, cached and launched by the same machinery. ``unit`` says the elements
-    of one reduction are adjacent (``ks == 1``: vector loads may apply);
+    a thread reads together are adjacent, so vector loads may apply: those of
+    one reduction (``ks == 1``), for the ``columns`` family those of a row of
+    outputs (``si == 1``), for its ``narrow`` kernel those of ``grain`` rows
+    (``si == 1`` and ``ks == Mi``);
     ``split`` that the kernel writes one partial per (output, part) for a
     finishing pass, which reads them (``finish``); ``initial`` that each output
     combines ``init[0]`` on its left.
@@ -169,6 +172,11 @@ class BatchSpec(_LaunchShape):
     mapped: bool = False
     #: lanes per segment of the ``lanes`` group (0 for every other group)
     lanes: int = 0
+    #: the ``columns`` family's kernel for rows of fewer outputs than a warp: it
+    #: reads ``grain`` rows as one wide row and folds their groups of outputs in
+    #: shared memory, which reorders (commutative ops only;
+    #: :mod:`pyreduce.variants.columns`)
+    narrow: bool = False
 
     def __post_init__(self):
         _check_launch_shape(self)
@@ -188,6 +196,8 @@ class BatchSpec(_LaunchShape):
             raise ValueError("vector loads need adjacent elements (unit=True)")
         if self.split and self.group != "block" and self.family == "segments":
             raise ValueError("only a block per segment splits a segment into parts")
+        if self.narrow and self.family != "columns":
+            raise ValueError("narrow=True applies to the 'columns' family only")
 
     @property
     def width(self) -> int:
@@ -201,7 +211,7 @@ class BatchSpec(_LaunchShape):
         if self.family == "scan":
             return "scan_totals" if self.split else "scan_init" if self.initial else "scan"
         if self.family == "columns":
-            parts = ["columns"]
+            parts = ["columns_narrow" if self.narrow else "columns"]
         else:
             parts = [self.source, f"lanes{self.lanes}" if self.lanes else self.group]
         parts += [] if self.unit else ["strided"]

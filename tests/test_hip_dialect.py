@@ -224,6 +224,9 @@ def test_batched_kernels_use_only_numba_hip_names():
               for lanes in (2, 16) for s in ("rows", "offsets") for unit in (True, False)
               if unit or s == "rows"]
     kinds.append(dict(family="columns"))
+    # the narrow kernel: shared memory and barriers
+    kinds += [dict(family="columns", narrow=True, unit=unit, split=split, finish=fin)
+              for unit in (True, False) for split in (False, True) for fin in (False, True)]
     kinds += [dict(family="scan", split=split, finish=fin, initial=init)
               for split in (False, True) for fin in (False, True) for init in (False, True)]
     for warp in (64, 32):

@@ -108,6 +108,10 @@ def batch_kinds(wave: int) -> list[tuple[str, dict]]:
     kinds.append(("columns strided", dict(family="columns", unit=False)))
     kinds.append(("columns split", dict(family="columns", split=True)))
     kinds.append(("columns finish", dict(family="columns", finish=True)))
+    kinds.append(("columns narrow", dict(family="columns", narrow=True)))
+    kinds.append(("columns narrow strided", dict(family="columns", narrow=True, unit=False)))
+    kinds.append(("columns narrow split", dict(family="columns", narrow=True, split=True)))
+    kinds.append(("columns narrow finish", dict(family="columns", narrow=True, finish=True)))
     return kinds
 
 
@@ -161,13 +165,17 @@ def finish_signature(finisher, acc_dtype, flagged: bool):
 def batch_expect(spec) -> dict:
     """What the assembly of a batched kernel must show: cross-lane instructions
     where a warp or a group of lanes shuffles, a barrier (and the warps'
-    partials in LDS) where a block reduces one segment, neither otherwise."""
+    partials in LDS) where a block reduces one segment, a barrier and the wide
+    row's columns in LDS in the narrow columns kernel, neither otherwise."""
+    from pyreduce.variants.columns import fold_width
+
     shuffles = spec.family == "segments" and spec.group != "thread"
     block = spec.family == "segments" and spec.group == "block"
     acc = spec.acc_dtype.itemsize if spec.acc_dtype.names is None else sum(
         spec.acc_dtype.fields[f][0].itemsize for f in spec.acc_dtype.names)
-    return dict(cross_lane=shuffles, barrier=block, atomic=False,
-                lds=spec.warps * acc if block else 0)
+    lds = (spec.warps * acc if block else
+           fold_width(spec.block, spec.items, spec.acc_dtype) * acc if spec.narrow else 0)
+    return dict(cross_lane=shuffles, barrier=block or spec.narrow, atomic=False, lds=lds)
 
 
 #: a shuffle's width argument: the last argument of HIP's shfl/shfl_down
