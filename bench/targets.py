@@ -263,6 +263,7 @@ def measure(fn: str, dtype: str, n: int, device: str, rounds: int) -> dict:
         if not agrees(fn, got, want, host):
             row["ok"] = False
             row.setdefault("disagree", []).append(lib)
+            row.setdefault("values", {"numpy": repr(want)})[lib] = repr(got)
             continue
 
         def ready(call=call):
