@@ -120,10 +120,12 @@ def _variance(nan_rule: bool, root: bool, complex_parts: bool):
         n = acc[0]
         m2 = acc[-1]
         if n > 0:
+            # s * (s / n), not s * s / n: the square of a sum that is near the
+            # largest float would overflow
             if complex_parts:
-                m2 = m2 - (acc[3] * acc[3] + acc[4] * acc[4]) / n
+                m2 = m2 - (acc[3] * (acc[3] / n) + acc[4] * (acc[4] / n))
             else:
-                m2 = m2 - acc[2] * acc[2] / n
+                m2 = m2 - acc[2] * (acc[2] / n)
             if m2 < 0.0:
                 m2 = 0.0
         dof = n - ddof

@@ -26,10 +26,10 @@ parts, with ops of its own.
     s.real, s.imag, q)``: ``s`` and ``q`` the sums of ``x - shift`` and of
     ``|x - shift|**2``. A merge moves the right summary's sums to the left
     one's shift (a few multiply-adds, no division: an element folded into a
-    thread's summary costs about what a sum's add does); summaries of 64 or
-    more elements each are then moved to their mean, which bounds the
-    cancellation of the finish, ``m2 = q - |s|**2 / count``. No second pass, and
-    the precision a two-pass method has (``docs/structured.md``). Results have
+    thread's summary costs about what a sum's add does); a summary whose shift
+    has drifted from its mean, so that the finish ``m2 = q - |s|**2 / count``
+    would cancel more than half of ``q``, is moved to its mean. No second pass,
+    and the precision a two-pass method has (``docs/structured.md``). Results have
     NumPy's dtypes, except that half-precision input gives float32
     (:func:`mean_dtype`, :func:`var_dtype`).
 ``nansum``/``nanprod``
@@ -155,12 +155,6 @@ def _complex_minmax_op(a, b):
     return (lo_re, lo_im, hi_re, hi_im)
 
 
-#: Two summaries of at least this many elements each are merged into one centred
-#: on its mean (a division); smaller ones, such as an element folded into a
-#: thread's summary, keep the left one's shift (no division).
-_RECENTRE = 64.0
-
-
 def _moments_map(i, v):
     x = np.float64(v)
     # its own shift: no deviation; q is 0, or NaN for an infinity or a NaN
@@ -170,9 +164,12 @@ def _moments_map(i, v):
 def _moments_op(a, b):
     """The merge of ``(count, shift, s, q)`` summaries, ``s`` and ``q`` the sum
     of ``x - shift`` and of its square over the summary's elements: ``b``'s
-    sums moved to ``a``'s shift, exactly (no division). Summaries that are both
-    large are then centred on their mean, which bounds the cancellation in
-    ``q - s*s/count`` (the finisher's ``m2``)."""
+    sums moved to ``a``'s shift, exactly (no division). Where the shift has
+    drifted from the mean so far that ``s*s/count``, which the finisher takes
+    from ``q`` (``m2``), is more than half of ``q``, the summary is moved to its
+    mean (a division): the finish then never loses more than a bit to
+    cancellation, however many elements are folded one by one (an axis
+    kernel's lane) or however far the first one lies."""
     if a[0] == 0.0:
         return b
     if b[0] == 0.0:
@@ -181,9 +178,9 @@ def _moments_op(a, b):
     d = b[1] - a[1]
     s = a[2] + b[2] + b[0] * d
     q = a[3] + b[3] + d * (2.0 * b[2] + b[0] * d)
-    if a[0] >= _RECENTRE and b[0] >= _RECENTRE:
-        # the shift moved to the mean as rounded (d exact: the shifts are close);
-        # what the rounding left stays in s, so no later merge loses it
+    if 2.0 * s * s > q * n:
+        # the shift moved to the mean as rounded (d exact where the two are
+        # close); what the rounding left stays in s, so no later merge loses it
         d = (a[1] + s / n) - a[1]
         return (n, a[1] + d, s - n * d, q - d * (2.0 * s - n * d))
     return (n, a[1], s, q)
@@ -209,7 +206,7 @@ def _complex_moments_op(a, b):
     s_im = a[4] + b[4] + b[0] * d_im
     q = (a[5] + b[5] + d_re * (2.0 * b[3] + b[0] * d_re)
          + d_im * (2.0 * b[4] + b[0] * d_im))
-    if a[0] >= _RECENTRE and b[0] >= _RECENTRE:
+    if 2.0 * (s_re * s_re + s_im * s_im) > q * n:
         e_re = (a[1] + s_re / n) - a[1]
         e_im = (a[2] + s_im / n) - a[2]
         return (n, a[1] + e_re, a[2] + e_im, s_re - n * e_re, s_im - n * e_im,
