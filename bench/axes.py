@@ -162,6 +162,15 @@ def check() -> int:
     return c.failures
 
 
+def _check_order_kept(c, cp, pyreduce, rng, what: str, shape: tuple, axis: int):
+    """The affine map composition (not commutative) of random int64 ``shape``
+    along ``axis``, against the fold in order on the host."""
+    a = (rng.integers(1, P, shape) * P + rng.integers(0, P, shape)).astype(np.int64)
+    c.case(f"affine (order kept) {what}",
+           lambda: (pyreduce.reduce(cp.asarray(a), affine, axis=axis),
+                    _fold_rows(a, affine, axis), True))
+
+
 def _check_short_rows(c, cp, pyreduce, rng):
     """Rows of a few to 65 elements (a thread, a group of lanes, a warp per
     row), aligned or not, strided, reversed; the order kept."""
@@ -173,10 +182,7 @@ def _check_short_rows(c, cp, pyreduce, rng):
                    lambda: (pyreduce.sum(view, axis=1), view.sum(axis=1), False))
             c.case(f"float32 rows of {K}{name} max",
                    lambda: (pyreduce.max(view, axis=1), view.max(axis=1), True))
-        a = (rng.integers(1, P, (3001, K)) * P + rng.integers(0, P, (3001, K))).astype(np.int64)
-        c.case(f"affine (order kept) rows of {K}",
-               lambda: (pyreduce.reduce(cp.asarray(a), affine, axis=1),
-                        _fold_rows(a, affine, 1), True))
+        _check_order_kept(c, cp, pyreduce, rng, f"rows of {K}", (3001, K), 1)
         c.case(f"argmax rows of {K}",
                lambda: (pyreduce.argmax(s, axis=1), s.argmax(axis=1), True))
 
@@ -192,10 +198,7 @@ def _check_narrow_columns(c, cp, pyreduce, rng):
                    lambda: (pyreduce.sum(view, axis=0), view.sum(axis=0), True))
             c.case(f"float32 columns of {M}{name} argmax",
                    lambda: (pyreduce.argmax(view, axis=0), view.argmax(axis=0), True))
-        a = (rng.integers(1, P, (3001, M)) * P + rng.integers(0, P, (3001, M))).astype(np.int64)
-        c.case(f"affine (order kept) columns of {M}",
-               lambda: (pyreduce.reduce(cp.asarray(a), affine, axis=0),
-                        _fold_rows(a, affine, 0), True))
+        _check_order_kept(c, cp, pyreduce, rng, f"columns of {M}", (3001, M), 0)
 
 
 def _check_big(c, cp, pyreduce):
