@@ -232,8 +232,9 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
     * tuple accumulators (mean's, var's, argmax's: several fields folded per
       element, a longer chain of dependent operations than a sum's add) past
-      the L2 (:func:`_tuple_rule`, an H200, ``bench/targets.py`` and A/B runs
-      of the layouts at 2**24-2**28, each against the widening rule).
+      the L2 (:func:`_tuple_rule`, an H200, ``bench/targets.py`` and the A/B
+      runs of ``bench/layouts.py`` at 2**24-2**28, each against the widening
+      rule).
 
     A device whose L2 size is not known (``l2_bytes=0``) gets the in-cache choice.
     """
@@ -254,8 +255,9 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
 
 def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool) -> Auto | None:
     """The layout of a tuple accumulator past the L2 (``streaming``: past twice
-    the L2), or None for the rule of sums that widen. Measured on an H200,
-    time per call with the GPU kept busy, at 2**28 unless said:
+    the L2), or None for the rule of sums that widen. Measured on an H200
+    (``bench/layouts.py``: time per call with the GPU kept busy, *piped*), at
+    2**28 unless said:
 
     * var's four fields (32 bytes and more): 32 items of a 4-byte input in
       blocks of 256 (float32: 404 us, against 514 with 16 and 721 with the

@@ -85,3 +85,39 @@ def test_a_wrong_answer_is_reported_not_timed(monkeypatch):
     row = targets.measure("sum", "float64", 4096, "cpu", rounds=1)
     assert not row["ok"] and row["disagree"] == ["numpy"] and row["seconds"]["numpy"] is None
     assert row["seconds"]["pyreduce"] > 0 and targets.ratio(row) is None
+
+
+def test_every_layout_the_layouts_study_tries_is_a_plan():
+    """bench/layouts.py (a GPU study) names its layouts as Tunings: each must be
+    one the planner takes for its dtype and call, or the study would stop
+    half-way on a GPU."""
+    import dataclasses
+
+    import layouts
+
+    import pyreduce
+    from pyreduce import structured
+    from pyreduce.ops import make_monoid, sum_dtype
+    from pyreduce.planner import DeviceInfo, make_plan
+
+    device = DeviceInfo("H100", ("cuda", 0, (9, 0)), 132, 2048, 32, 32)
+    device = dataclasses.replace(device, vector_bytes=16, l2_bytes=50 * 2**20, auto_block=512)
+    monoids = {"sum": lambda dt: _acc(make_monoid("add", dt, acc_dtype=sum_dtype(dt))),
+               "mean": lambda dt: _acc(structured.moments_monoid(dt, "mean")),
+               "var": lambda dt: _acc(structured.moments_monoid(dt, "var")),
+               "argmax": lambda dt: _acc(structured.argmax_monoid(dt)),
+               "minmax": lambda dt: _acc(structured.minmax_monoid(dt))}
+    for dtype, calls in layouts.LAYOUTS.items():
+        dt = np.dtype(dtype)
+        for name, tried in calls.items():
+            acc, key = monoids[name](dt)
+            for variant, items, block in tried:
+                tuning = pyreduce.Tuning(variant=variant, items_per_thread=items,
+                                         block_size=block)
+                plan = make_plan(2**26, dt, acc, key, device, tuning, align=16)
+                assert (plan.spec.variant, plan.spec.items, plan.spec.block) == (
+                    variant, items, block)
+
+
+def _acc(monoid):
+    return monoid.dtype, monoid.key
