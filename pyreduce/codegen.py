@@ -59,6 +59,7 @@ def kernel_name(spec: KernelSpec) -> str:
         f"_b{spec.block}_w{spec.warp}_i{spec.items}"
         + (f"_v{spec.vector}" if spec.vector > 1 else "")
         + ("_finish" if spec.finish else "")
+        + ("_finished" if getattr(spec, "finisher", None) is not None else "")
     )
 
 

@@ -76,9 +76,19 @@ class Schedule:
     outputs: int | None = None
 
 
-def schedule(plan) -> Schedule:
+def schedule(plan, finisher=None) -> Schedule:
     """The launches and scratch of ``plan`` (see the module docstring). Made once
-    per plan and backend, by its :class:`Executable`, which keeps it."""
+    per plan and backend, by its :class:`Executable`, which keeps it.
+    ``finisher``: the last launch finishes the reduction
+    (``KernelSpec.finisher``, whose variant must be able to), writing its
+    ``outputs`` results to :data:`OUTPUT` instead of the accumulator."""
+    if finisher is not None:
+        found = schedule(plan)
+        *first, last = found.steps
+        outputs = finisher[2]
+        last = dataclasses.replace(last, spec=dataclasses.replace(last.spec, finisher=finisher))
+        return dataclasses.replace(found, steps=(*first, last),
+                                   outputs=None if outputs == 1 else outputs)
     spec, acc, head = plan.spec, plan.spec.acc_dtype, plan.head
     # a fixed tree (pyreduce.deterministic) must not depend on the grid, so head
     # values are not among its leaves: one more pass combines them with its root
@@ -115,10 +125,14 @@ class Executable:
     :mod:`pyreduce.batchplanner`) or is a 1-D :class:`~pyreduce.planner.Plan`, laid out
     by :func:`schedule`."""
 
-    def __init__(self, backend, plan, monoid, device):
+    def __init__(self, backend, plan, monoid, device, finished=None):
         self.backend = backend
         self.plan = plan
-        self.schedule = getattr(plan, "schedule", None) or schedule(plan)
+        #: ``(KernelSpec.finisher, result dtype)`` where the last launch finishes
+        #: a structured reduction into results of that dtype; else None
+        self.finished = finished
+        self.schedule = getattr(plan, "schedule", None) or schedule(
+            plan, None if finished is None else finished[0])
         ref = self.schedule.initial
         # Where no kernel writes the initial value's buffer, a value written once
         # stays: a workspace rewrites it only when the call's value differs (a
@@ -152,8 +166,8 @@ class Executable:
         buffers = {name: be.allocate(count, np.dtype(dt), zeroed)
                    for name, count, dt, zeroed in self.schedule.buffers}
         outputs = self.schedule.outputs
-        buffers["result"] = be.allocate_result(self.plan.spec.acc_dtype,
-                                               1 if outputs is None else outputs)
+        result = self.plan.spec.acc_dtype if self.finished is None else self.finished[1]
+        buffers["result"] = be.allocate_result(result, 1 if outputs is None else outputs)
         steps = [be.prepare(self.kernels[s.spec], s, buffers) for s in self.schedule.steps]
         return Workspace(buffers, steps)
 

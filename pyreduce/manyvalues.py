@@ -337,15 +337,40 @@ def one_finished(call, keepdims_shape: tuple, dtype):
     monoid, be, stream = call.monoid, call.backend, call.stream
     fin = monoid.finisher
     want = fin.dtype if dtype is None else np.dtype(dtype)
+    known = _known_flag(fin, call.info.size, monoid)
+    if be.finishes(call.plan, fin):
+        return _finished_in_the_last_launch(call, keepdims_shape, want, known)
     run = be.executable(call.plan, monoid, call.device)
     kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)
-    known = _known_flag(fin, call.info.size, monoid)
 
     def launch(info, flat, device_result):
         made = [be.new_result(want, stream, info, keepdims_shape) for _ in range(fin.outputs)]
         _run_finished(be, fin, run, flat, stream, [m[1] for m in made], 1, known, kernel)
         users = tuple(m[0] for m in made)
         return users if fin.outputs > 1 else users[0]
+
+    return launch
+
+
+def _finished_in_the_last_launch(call, keepdims_shape: tuple, want: np.dtype, known):
+    """:func:`one_finished`'s launch where the plan's last kernel finishes the
+    value itself (:meth:`pyreduce.backends.base.GeneratedBackend.finishes`): one
+    launch fewer, the results written by that kernel into a new device array
+    (for two results, minmax's, one of two elements, whose halves are
+    returned)."""
+    monoid, be, stream = call.monoid, call.backend, call.stream
+    fin = monoid.finisher
+    finisher = (fin.key, fin.ddof, fin.outputs)
+    run = be.executable(call.plan, monoid, call.device, (finisher, want))
+    pair = fin.outputs > 1
+
+    def launch(info, flat, device_result):
+        user, buffer = be.new_result(want, stream, info, (2,) if pair else keepdims_shape)
+        run(flat, stream, out=buffer)
+        fin.report(known)
+        if not pair:
+            return user
+        return tuple(user[k:k + 1].reshape(keepdims_shape) for k in range(2))
 
     return launch
 

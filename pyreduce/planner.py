@@ -230,6 +230,10 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       four loads per lane, up to 32 waves) lost up to 17% on the H200; on the
       H100 it had been up to 1.5% faster than this one;
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
+      a tuple accumulator up to twice the L2 gets the same items per thread on
+      one launch (``last_block``), whose last block also finishes a structured
+      reduction (:meth:`pyreduce.backends.base.GeneratedBackend.finishes`): a
+      call that waits for its result pays for every launch on the host;
     * tuple accumulators (mean's, var's, argmax's: several fields folded per
       element, a longer chain of dependent operations than a sum's add) past
       the L2 (:func:`_tuple_rule`, an H200, ``bench/targets.py`` and the A/B
@@ -245,7 +249,10 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
         if rule is not None:
             return rule
     if acc_dtype.itemsize > in_dtype.itemsize:
-        return Auto("warp_shuffle", min(16, 2 * default_items(in_dtype)))
+        items = min(16, 2 * default_items(in_dtype))
+        if is_tuple(acc_dtype) and not (l2 and nbytes > 2 * l2):
+            return Auto("last_block", items)  # one launch, which also finishes
+        return Auto("warp_shuffle", items)
     block = device.auto_block if device is not None else None
     two = min(16, 2 * default_items(in_dtype))
     if l2 and nbytes > 2 * l2:
@@ -272,11 +279,12 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool) -> Aut
       against 638 and 637 with 8 items);
     * between one and two L2 sizes (2**24 float32), two tiles of 8 items of a
       4-byte input (var 70 us and argmax 65, against 101 and 99 with the
-      widening rule; mean 76 against 66).
+      widening rule; mean 76 against 66), in one launch (``last_block_x2``)
+      whose last block finishes the reduction.
     """
     size = in_dtype.itemsize
     if not streaming:
-        return Auto("warp_shuffle_x2", 8, 256) if size == 4 else None
+        return Auto("last_block_x2", 8, 256) if size == 4 else None
     if acc_dtype.itemsize >= 32:
         return Auto("warp_shuffle", 32 if size <= 4 else 8, 256)
     if size == 4:

@@ -55,7 +55,8 @@ class _LaunchShape:
         dt = src if src == acc else f"{src}->{acc}"
         vec = f" v{self.vector}" if self.vector > 1 else ""
         fin = " finish" if self.finish else ""
-        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}"
+        done = " finished" if getattr(self, "finisher", None) is not None else ""
+        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}{done}"
 
 
 def _check_launch_shape(spec) -> None:
@@ -115,6 +116,11 @@ class KernelSpec(_LaunchShape):
     #: the op has an element map: a first pass turns element ``x[i]`` into
     #: ``fmap(i, x[i])`` before combining (tuple accumulators, nansum, ...)
     mapped: bool = False
+    #: the last launch of a structured reduction to one value finishes it: the
+    #: value is made into the user's result by the scalar finisher
+    #: (:mod:`pyreduce.finishers`) and stored as such, not as an accumulator.
+    #: ``(finisher key, ddof, outputs)``; ``ddof`` is a literal in the source.
+    finisher: Hashable | None = None
 
     def __post_init__(self):
         _check_launch_shape(self)

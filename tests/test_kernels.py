@@ -429,9 +429,10 @@ def test_auto_sums_that_widen_run_two_pass():
 def test_auto_tuple_accumulators_keep_more_loads_in_flight():
     """Tuple accumulators past the L2 (the measured rule, planner._tuple_rule):
     var's four fields 32 items of float32 and 8 of float64, two fields 16 of
-    float32 and two tiles of 16 of float16, float64's two fields and every
-    input in the cache the widening rule; two tiles of 8 of float32 between one
-    and two L2 sizes; the caller's tuning wins."""
+    float32 and two tiles of 16 of float16, float64's two fields the widening
+    rule; two tiles of 8 of float32 between one and two L2 sizes, in one launch;
+    up to twice the L2 otherwise the widening rule's items in one launch
+    (``last_block``, which finishes too); the caller's tuning wins."""
     from pyreduce import structured
 
     l2 = H100_L2.l2_bytes
@@ -448,9 +449,11 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
     assert layout(np.float16, "mean", 3 * l2) == ("warp_shuffle_x2", 256, 16)
     widening = ("warp_shuffle", H100_L2.default_block)
     assert layout(np.float64, "mean", 3 * l2) == widening + (4,)
-    assert layout(np.float32, "var", 3 * l2 // 2) == ("warp_shuffle_x2", 256, 8)
-    assert layout(np.float64, "var", 3 * l2 // 2) == widening + (4,)
-    assert layout(np.float32, "var", l2 // 8) == widening + (8,)
+    one_launch = ("last_block", H100_L2.default_block)
+    assert layout(np.float32, "var", 3 * l2 // 2) == ("last_block_x2", 256, 8)
+    assert layout(np.float64, "var", 3 * l2 // 2) == one_launch + (4,)
+    assert layout(np.float32, "var", l2 // 8) == one_launch + (8,)
+    assert layout(np.float32, "mean", 1000 * 4) == one_launch + (8,)
     assert layout(np.float32, "var", 3 * l2, Tuning(items_per_thread=4))[2] == 4
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 # the variants that hold tuple accumulators, at tunings the simulator runs fast
 WARP_VARIANTS = ["warp_shuffle", "last_block", "warp_shuffle_x2", "warp_reduce",
-                 "items_per_thread", "warp_shuffle_x4"]
+                 "items_per_thread", "warp_shuffle_x4", "last_block_x2"]
 SIZES = [1, 2, 33, 128, 129, 1500]  # around the simulator's warp (32) and tile (128)
 
 

@@ -28,7 +28,7 @@ from ..forks import renew_in_child
 from ..interop import inspect
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
-from ..variants import generate
+from ..variants import finishes, generate
 from .opcheck import check_op
 
 __all__ = ["GeneratedBackend", "carrier", "check_out", "check_out_array", "check_stream",
@@ -124,16 +124,30 @@ class GeneratedBackend:
         elements for a batched reduction)."""
         return self.allocate(count, dtype)
 
-    def executable(self, plan, monoid, device) -> Executable:
+    def executable(self, plan, monoid, device, finished=None) -> Executable:
         """The plan's :class:`~pyreduce.driver.Executable` on this backend, built
-        once (plans are remembered, so the same call shape finds it again)."""
-        found = plan.executables.get(self.name)
+        once (plans are remembered, so the same call shape finds it again).
+        ``finished``: ``(KernelSpec.finisher, result dtype)``, its last launch
+        finishing the structured reduction ``monoid`` (see :meth:`finishes`)."""
+        key = self.name if finished is None else (self.name, finished[0], finished[1].str)
+        found = plan.executables.get(key)
         if found is None:
             with _build_lock:
-                found = plan.executables.get(self.name)
+                found = plan.executables.get(key)
                 if found is None:
-                    found = plan.executables[self.name] = Executable(self, plan, monoid, device)
+                    found = plan.executables[key] = Executable(self, plan, monoid, device,
+                                                               finished)
         return found
+
+    def finishes(self, plan, finisher) -> bool:
+        """Whether ``plan``'s last launch can finish a reduction by ``finisher``
+        (:mod:`pyreduce.finishers`) itself, saving the finishing kernel's launch:
+        its variant can (:func:`pyreduce.variants.finishes`) and the flag of an
+        empty result does not depend on the data (the NaN-ignoring statistics
+        read theirs back from the finishing kernel)."""
+        specs = (plan.spec,) if plan.finish is None else (plan.spec, plan.finish)
+        return (not finisher.counted and not plan.fixed_tree
+                and all(finishes(s.variant) for s in specs))
 
     def express(self, call, device: int):
         """A faster runner for repeats of the :class:`~pyreduce.prepared.Prepared`
@@ -227,6 +241,9 @@ class GeneratedBackend:
             def make():
                 fmap = self._device_map(monoid) if spec.mapped else None
                 namespace = self.kernel_namespace(spec, self._device_op(monoid), fmap)
+                if getattr(spec, "finisher", None) is not None:  # the last launch finishes
+                    namespace["finish"] = self._device_finisher(monoid.finisher)
+                    namespace["res_t"] = monoid.finisher.dtype.type
                 return compile_module(source, filename, namespace)[name]
 
             return Kernel(spec, name, source, filename, make,

@@ -210,11 +210,14 @@ def image_key(kernel, argtypes, cc) -> tuple | None:
             return None
         return ("kernel", kernel.source, own, argtypes, tuple(cc), tools,
                 diskcache.code_version())
-    try:
+    try:  # the operator's code, and the finisher's where the kernel finishes
         op = diskcache.op_key(spec.op_key)
+        if getattr(spec, "finisher", None) is not None:
+            op = (op, diskcache.op_key(spec.finisher))
     except diskcache.Unkeyable:
         return None
-    fields = tuple((name, value) for name, value in vars(spec).items() if name != "op_key")
+    fields = tuple((name, value) for name, value in vars(spec).items()
+                   if name not in ("op_key", "finisher"))
     return ("kernel", kernel.source, op, type(spec).__name__, fields, argtypes, tuple(cc),
             tools, diskcache.code_version())
 

@@ -35,7 +35,8 @@ from ..codegen import kernel_name
 from ..spec import BatchSpec, KernelSpec, default_items
 from . import columns, pairwise, scan, segments, tree, warp_shuffle
 
-__all__ = ["Variant", "VARIANTS", "FAMILIES", "LAYOUTS", "generate", "variant_source"]
+__all__ = ["Variant", "VARIANTS", "FAMILIES", "LAYOUTS", "generate", "variant_source",
+           "finishes"]
 
 LAYOUTS = ("multi_pass", "two_pass", "single_pass")
 
@@ -109,6 +110,8 @@ VARIANTS = {
               "per iteration before reducing them", None, "two_pass", tiles=2),
         _warp("warp_shuffle_x4", None, "the same with four warp tiles per iteration",
               None, "two_pass", tiles=4),
+        _warp("last_block_x2", None, "single pass loading two warp tiles per iteration "
+              "before reducing them", None, "single_pass", last_block=True, tiles=2),
         _tree("shared_tree", None, "unrolled sequential tree with block barriers, "
               "two-pass layout", None, "two_pass"),
         _tree("double_shared", None, "shared array doubled, first combination in "
@@ -126,6 +129,13 @@ VARIANTS = {
 #: ``family``): many results per launch, with their own calling conventions, so
 #: not in :data:`VARIANTS`, which holds the presets of the 1-D reduction.
 FAMILIES = {"segments": segments, "columns": columns, "scan": scan}
+
+
+def finishes(variant: str) -> bool:
+    """Whether the kernels of ``variant`` can finish a structured reduction in
+    the launch that writes its result (``KernelSpec.finisher``)."""
+    found = VARIANTS.get(variant)
+    return found is not None and getattr(found.factory, "FINISHES", False)
 
 
 def generate(spec, dialect) -> tuple[str, str]:

@@ -31,6 +31,7 @@ __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
     "lane_fold", "block_range", "prelude", "element", "zero",
     "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load", "copy",
+    "put_result",
 ]
 
 
@@ -145,6 +146,23 @@ def store(spec: KernelSpec, array: str, index: str, value: str, shared: bool = F
     if shared:
         return "\n".join(lines + [f"{array}_{k}[{index}] = {value}[{k}]" for k in range(n)])
     return "\n".join(lines + [f"{array}[{index}]['f{k}'] = {value}[{k}]" for k in range(n)])
+
+
+def put_result(spec: KernelSpec, array: str, index: str, value: str) -> str:
+    """A block's result ``value`` stored in ``out[index]``: as an accumulator
+    (:func:`store`), or, where the spec finishes the reduction
+    (``spec.finisher``), made into the user's result(s) by the scalar finisher
+    ``finish(acc, ddof)`` of :mod:`pyreduce.finishers`, each cast to ``res_t``
+    (the finisher's dtype, as the host's finishers cast) and stored from
+    ``out[index * outputs]`` on. Only a kernel whose grid is one block writes
+    the result there, so ``index`` is 0 when the finisher applies."""
+    if spec.finisher is None:
+        return store(spec, array, index, value)
+    _, ddof, outputs = spec.finisher
+    lines = [f"{array}_r = finish({value}, {float(ddof)!r})"]
+    lines += [f"{array}[{index} * {outputs} + {k}] = res_t({array}_r[{k}])"
+              for k in range(outputs)]
+    return "\n".join(lines)
 
 
 def copy(spec: KernelSpec, dst: str, dst_index: str, src: str, src_index: str) -> str:

@@ -26,7 +26,11 @@ import dataclasses
 
 from ..codegen import render
 from ..spec import KernelSpec
-from ._blocks import block_fold, prelude, shared_decl, snippet, store
+from ._blocks import block_fold, prelude, put_result, shared_decl, snippet, store
+
+#: the kernel that writes the result may finish it (``spec.finisher``:
+#: :func:`pyreduce.variants._blocks.put_result`)
+FINISHES = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +67,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
     )
     head = prelude(spec, dialect) + head
     if not options.last_block:
-        put = store(spec, "out", dialect.block_idx(), "v")
+        put = put_result(spec, "out", dialect.block_idx(), "v")
         return head + snippet("if tid == 0:\n" + snippet(put, 1), 1) + "\n"
     # `blocks` holds `head` leading values (an initial value) then one partial per
     # block; the last block to finish reduces all of them in order. A lone block
@@ -95,7 +99,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         sync=dialect.syncthreads(),
         TILE=spec.tile, TILE1=spec.tile - 1,
         put_block=snippet(store(spec, "blocks", f"head + {dialect.block_idx()}", "v"), 2),
-        put_out=snippet(store(spec, "out", "0", "v"), 2),
+        put_out=snippet(put_result(spec, "out", "0", "v"), 2),
         body=snippet(block_fold(spec, dialect, "blocks", "count", "0", "chunk2", accs=True,
                                 lanes=options.lanes), 1),
     )
