@@ -311,6 +311,39 @@ def test_one_value_finished_on_the_device(name, reads):
         assert np.allclose(got.copy_to_host(), _numpy(name, x), equal_nan=True)
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["last_block", "warp_shuffle", "last_block_x2"])
+def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):
+    """A one value whose flag does not depend on the data is finished by the
+    kernel that writes it (``KernelSpec.finisher``): no finishing kernel is
+    launched, for one launch (last_block) or two (warp_shuffle), at every
+    ddof and for minmax's two results; the NaN statistics, whose flag comes
+    back, use the finishing kernel. Each gets NumPy's value. (Every variant
+    that holds tuple accumulators is of the warp-shuffle factory, which finishes.)"""
+    cuda = _cuda()
+    finishing = []
+    real = GeneratedBackend.finish
+    monkeypatch.setattr(GeneratedBackend, "finish",
+                        lambda self, *a, **k: finishing.append(1) or real(self, *a, **k))
+    x = _data((3, 700), np.float32, 11, nan_share=0)
+    d = cuda.to_device(x)
+    kw = on("sim", device_result=True)
+    kw["tuning"] = kw["tuning"].replace(variant=variant)
+    for name in ["mean", "var", "std", "argmax", "argmin", "ptp", "minmax", "nanmean"]:
+        for ddof in ((0, 1, 2.5) if name in WITH_DDOF else (None,)):
+            finishing.clear()
+            more = {} if ddof is None else {"ddof": ddof}
+            got = getattr(pyreduce, name)(d, **more, **kw)
+            want = _numpy(name, x, **more)
+            if name == "minmax":
+                assert [g.shape for g in got] == [(), ()]
+                got = tuple(g.copy_to_host() for g in got)
+            else:
+                got = got.copy_to_host()
+            assert np.allclose(got, want, rtol=1e-5), (name, ddof, got, want)
+            assert finishing == ([1] if name == "nanmean" else []), (name, finishing)
+
+
 @pytest.mark.parametrize("backend", ["sim", "cuda"])
 def test_the_flag_is_zeroed_for_every_call(backend):
     """The NaN statistics' flag (kept per thread on a GPU) says what this call
