@@ -35,7 +35,7 @@ from .interop import Input
 from .ops import Monoid
 from .prepared import prepare
 
-__all__ = ["reduce", "one_value", "place", "fill_masked"]
+__all__ = ["reduce", "one_value", "repeat", "place", "fill_masked"]
 
 
 def _results(finished) -> tuple:
@@ -77,9 +77,7 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     fin = monoid.finisher
     if not fin.stores(fin.dtype if dtype is None else np.dtype(dtype)):
         return None
-    # the call shape: callmemo's, with what this call adds to it (its tuning too)
-    shape = ("finished", keepdims_shape, None if dtype is None else np.dtype(dtype), tuning)
-    k = callmemo.key(info, monoid, None, None, shape, backend, stream)
+    k = _call_shape(info, monoid, keepdims_shape, dtype, backend, tuning, stream)
     if k is not None:  # a repeat: its decisions remembered (pyreduce.callmemo)
         found = callmemo.run(k, info, monoid, True)
         if found is not callmemo.MISS:
@@ -89,10 +87,27 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
         return None
     launch = manyvalues.one_finished(call, keepdims_shape, dtype)
     if k is not None:  # a device input: its repeats check the device and alignment first
-        be = call.backend
-        callmemo.remember_runner(k, callmemo.guarded(be, call.stream, be.device_id(),
-                                                     be.alignment(call.flat), launch), monoid)
+        callmemo.remember_runner(
+            k, manyvalues.one_finished_runner(call, keepdims_shape, dtype, launch), monoid)
     return launch(info, call.flat, True)  # the input prepare placed (a host one uploaded once)
+
+
+def _call_shape(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend: str,
+                tuning, stream):
+    """:func:`one_value`'s call shape: callmemo's, with what this call adds to it
+    (its tuning too); None for a host input."""
+    shape = ("finished", keepdims_shape, None if dtype is None else np.dtype(dtype), tuning)
+    return callmemo.key(info, monoid, None, None, shape, backend, stream)
+
+
+def repeat(info: Input, monoid: Monoid, tuning):
+    """The one device value of a plain call of a structured reduction (no
+    keyword but ``device_result``) made by its remembered decisions
+    (:mod:`pyreduce.callmemo`), or :data:`~pyreduce.callmemo.MISS`: what
+    :func:`one_value` does for a repeat, without the checks of a call that
+    may be new."""
+    k = _call_shape(info, monoid, (), None, "auto", tuning, None)
+    return callmemo.MISS if k is None else callmemo.run(k, info, monoid, True)
 
 
 def fill_masked(info: Input, fill) -> Input:

@@ -101,10 +101,18 @@ def element(dtype: np.dtype) -> np.dtype:
 def storage(dtype: np.dtype) -> np.dtype:
     """The dtype an array of ``dtype`` is kept in: ``uint16`` for bfloat16, this
     module's marker or ml_dtypes' (a Numba device array of ml_dtypes' bfloat16
-    keeps that dtype, which Numba cannot type)."""
-    if dtype == BFLOAT16 or dtype.name == "bfloat16":
-        return np.dtype(np.uint16)
-    return dtype
+    keeps that dtype, which Numba cannot type). Read on every call of a device
+    input: NumPy builds ``dtype.name`` anew each time (microseconds), so the
+    answer is kept per dtype (a handful in any program)."""
+    found = _STORAGE.get(dtype)
+    if found is None:
+        found = np.dtype(np.uint16) if dtype == BFLOAT16 or dtype.name == "bfloat16" else dtype
+        if len(_STORAGE) < 256:
+            _STORAGE[dtype] = found
+    return found
+
+
+_STORAGE: dict = {}
 
 
 def name(dtype: np.dtype) -> str:

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from . import backends
+from . import backends, callmemo
 from .axes import describe, result_shape, span_view
 from .backends.base import check_out, check_out_array, to_host
 from .batchplanner import plan_segments, plan_strided
@@ -360,8 +360,7 @@ def _finished_in_the_last_launch(call, keepdims_shape: tuple, want: np.dtype, kn
     returned)."""
     monoid, be, stream = call.monoid, call.backend, call.stream
     fin = monoid.finisher
-    finisher = (fin.key, fin.ddof, fin.outputs)
-    run = be.executable(call.plan, monoid, call.device, (finisher, want))
+    run = be.executable(call.plan, monoid, call.device, (_finisher_spec(fin), want))
     pair = fin.outputs > 1
 
     def launch(info, flat, device_result):
@@ -373,6 +372,30 @@ def _finished_in_the_last_launch(call, keepdims_shape: tuple, want: np.dtype, kn
         return tuple(user[k:k + 1].reshape(keepdims_shape) for k in range(2))
 
     return launch
+
+
+def _finisher_spec(fin) -> tuple:
+    """``KernelSpec.finisher`` of a kernel that finishes by ``fin``."""
+    return (fin.key, fin.ddof, fin.outputs)
+
+
+def one_finished_runner(call, keepdims_shape: tuple, dtype, launch):
+    """The remembered runner (:mod:`pyreduce.callmemo`) of :func:`one_finished`'s
+    ``launch`` for ``call``'s call shape: the backend's express runner where
+    the plan is one launch that finishes the value
+    (:func:`pyreduce.backends.express.express`), else ``launch`` after the
+    checks of :func:`pyreduce.callmemo.guarded`."""
+    be, monoid = call.backend, call.monoid
+    fin = monoid.finisher
+    device = be.device_id()
+    if be.finishes(call.plan, fin):
+        want = fin.dtype if dtype is None else np.dtype(dtype)
+        known = _known_flag(fin, call.info.size, monoid)
+        report = (lambda: fin.report(known)) if known else None
+        runner = be.express(call, device, (_finisher_spec(fin), want, keepdims_shape, report))
+        if runner is not None:
+            return runner
+    return callmemo.guarded(be, call.stream, device, be.alignment(call.flat), launch)
 
 
 def result_outputs(out, count: int) -> tuple:

@@ -211,7 +211,7 @@ class Auto:
 
 
 def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
-                 device: DeviceInfo | None = None) -> Auto:
+                 device: DeviceInfo | None = None, commutative: bool = False) -> Auto:
     """The built-in choice of ``variant="auto"`` for ``n`` elements on ``device``.
 
     Measured on an H100 and an H200 (``bench/compare.py sweep``, 2**10 to 2**28
@@ -245,13 +245,15 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     l2 = device.l2_bytes if device is not None else 0
     nbytes = n * in_dtype.itemsize
     if is_tuple(acc_dtype) and l2 and nbytes > l2:
-        rule = _tuple_rule(in_dtype, acc_dtype, nbytes > 2 * l2)
+        rule = _tuple_rule(in_dtype, acc_dtype, nbytes > 2 * l2, commutative)
         if rule is not None:
             return rule
     if acc_dtype.itemsize > in_dtype.itemsize:
         items = min(16, 2 * default_items(in_dtype))
         if is_tuple(acc_dtype) and not (l2 and nbytes > 2 * l2):
-            return Auto("last_block", items)  # one launch, which also finishes
+            # one launch, which also finishes; var's summaries folded per lane
+            lanes = commutative and acc_dtype.itemsize >= 32
+            return Auto("last_block_lanes" if lanes else "last_block", items)
         return Auto("warp_shuffle", items)
     block = device.auto_block if device is not None else None
     two = min(16, 2 * default_items(in_dtype))
@@ -260,37 +262,60 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
 
 
-def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool) -> Auto | None:
+def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
+                commutative: bool = False) -> Auto | None:
     """The layout of a tuple accumulator past the L2 (``streaming``: past twice
-    the L2), or None for the rule of sums that widen. Measured on an H200
-    (``bench/layouts.py``: time per call with the GPU kept busy, *piped*), at
-    2**28 unless said:
+    the L2), or None for the rule of sums that widen; ``commutative``: the op
+    may be reordered (every structured reduction's but complex minmax's), so
+    each lane may fold its items across all of its warp's tiles and the warp
+    combine its lanes once (``*_lanes``, :func:`pyreduce.variants._blocks.lane_fold`)
+    instead of once a tile: a merge of var's summaries is a dozen float64
+    operations, and argmax's and minmax's carry two or three shuffles a step.
 
-    * var's four fields (32 bytes and more): 32 items of a 4-byte input in
-      blocks of 256 (float32: 404 us, against 514 with 16 and 721 with the
-      widening rule's 8; PyTorch 321), 8 of float64 (748 us against 1038 with
-      the widening rule's 4; PyTorch 761);
-    * two fields (mean's count and sum, argmax's value and index, minmax):
-      16 items of a 4-byte input in blocks of 256 (float32 mean 256 us, argmax
-      309, minmax 292, against 314, 364 and 342 with the widening rule; 32
-      items took 1.1-1.6 times as long); two tiles of 16 items of a 2-byte input
-      (``warp_shuffle_x2``: float16 mean 134 us against 153 with 32 items;
-      PyTorch 132); float64 keeps the widening rule (mean 483 us, argmax 515,
-      against 638 and 637 with 8 items);
-    * between one and two L2 sizes (2**24 float32), two tiles of 8 items of a
-      4-byte input (var 70 us and argmax 65, against 101 and 99 with the
-      widening rule; mean 76 against 66), in one launch (``last_block_x2``)
-      whose last block finishes the reduction.
+    Measured with ``bench/layouts.py`` (time per call with the GPU kept busy,
+    *piped*; PyTorch's in brackets). On an H100 at 2**28, against the rule
+    before lane folds:
+
+    * var: float32 16 items two-pass (415 us against 467 with 32 items a
+      tile; 390), float64 4 items (735 against 856; 867);
+    * argmax and minmax of float32: 8 items in one launch (425 and 377 us
+      against 456 and 386; 366 and 360), mean the same (365 against 363);
+      float64 4 items two-pass (argmax 714 against 730, minmax 718 against
+      797; 748 and 739), mean 721 against 715;
+    * between one and two L2 sizes (2**24 float32) var 8 items in one launch
+      (47 us against 67; 35).
+
+    On an H200, at 2**28 before lane folds (ops that may not be reordered
+    keep these): var's four fields (32 bytes and more) 32 items of a 4-byte
+    input in blocks of 256 (float32: 404 us, against 514 with 16 and 721
+    with the widening rule's 8; PyTorch 321), 8 of float64 (748 us against
+    1038 with the widening rule's 4; PyTorch 761); two fields 16 items of a
+    4-byte input in blocks of 256 (float32 mean 256 us, argmax 309, minmax
+    292, against 314, 364 and 342 with the widening rule; 32 items took
+    1.1-1.6 times as long); two tiles of 16 items of a 2-byte input
+    (``warp_shuffle_x2``: float16 mean 134 us against 153 with 32 items;
+    PyTorch 132); float64 the widening rule (mean 483 us, argmax 515, against
+    638 and 637 with 8 items); between one and two L2 sizes (2**24 float32),
+    two tiles of 8 items of a 4-byte input (var 70 us and argmax 65, against
+    101 and 99 with the widening rule; mean 76 against 66), in one launch
+    (``last_block_x2``) whose last block finishes the reduction.
     """
     size = in_dtype.itemsize
+    wide = acc_dtype.itemsize >= 32  # var's summaries
     if not streaming:
+        if wide and commutative:
+            return Auto("last_block_lanes", 8 if size <= 4 else 4, 256)
         return Auto("last_block_x2", 8, 256) if size == 4 else None
-    if acc_dtype.itemsize >= 32:
+    if wide:
+        if commutative:
+            return Auto("warp_shuffle_lanes", 16 if size <= 4 else 4, 256)
         return Auto("warp_shuffle", 32 if size <= 4 else 8, 256)
     if size == 4:
-        return Auto("warp_shuffle", 16, 256)
+        return Auto("last_block_lanes", 8, 256) if commutative else Auto("warp_shuffle", 16, 256)
     if size == 2:
         return Auto("warp_shuffle_x2", 16, 256)
+    if size == 8 and commutative:
+        return Auto("warp_shuffle_lanes", 4, 256)
     return None
 
 
@@ -353,18 +378,21 @@ def make_plan(
     tuning: Tuning = Tuning(),
     extra_partials: int = 0,
     align: int = 0,
+    commutative: bool = False,
 ) -> Plan:
     """Lay out ``n >= 1`` elements. ``extra_partials`` is the number of values the
     driver puts before the block partials (an initial value); they force a
-    finishing pass. ``align`` is :func:`address_alignment` of the input. Plans are
-    remembered: the same call shape plans once."""
+    finishing pass. ``align`` is :func:`address_alignment` of the input;
+    ``commutative``: the op may be reordered (``Monoid.commutative``), so
+    ``variant="auto"`` may pick a variant that does. Plans are remembered: the
+    same call shape plans once."""
     # dtypes, not their one-letter codes: every tuple accumulator's code is 'V'
     key = (n, in_dtype, acc_dtype, op_key, device.key, device.warp, tuning,
-           extra_partials, align)
+           extra_partials, align, commutative)
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials,
-                          align)
+                          align, commutative)
         _plans.put(key, plan)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("plan for %d elements on %s: %s, %s, grid %d, %d launch(es)", n,
@@ -382,13 +410,14 @@ def recorded_tuning(device, in_dtype, acc_dtype, op_key, n: int) -> Tuning | Non
                   items_per_thread=found.items_per_thread, max_blocks=found.max_blocks)
 
 
-def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align) -> Plan:
+def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align,
+               commutative=False) -> Plan:
     if tuning == _UNTUNED:  # nothing chosen by hand: a measured choice, if recorded
         tuning = recorded_tuning(device, in_dtype, acc_dtype, op_key, n) or tuning
 
     auto = None
     if tuning.variant == "auto":
-        auto = auto_variant(in_dtype, acc_dtype, n, device)
+        auto = auto_variant(in_dtype, acc_dtype, n, device, commutative)
         name = auto.variant
     else:
         name = tuning.variant

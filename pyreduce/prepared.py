@@ -132,7 +132,8 @@ class Prepared:
 def _plan(info, monoid: Monoid, device, tuning, initial, align: int):
     """The plan of the whole input, flat on the device with alignment ``align``."""
     return make_plan(info.size, info.dtype, monoid.dtype, monoid.key, device, tuning,
-                     extra_partials=0 if initial is None else 1, align=align)
+                     extra_partials=0 if initial is None else 1, align=align,
+                     commutative=monoid.commutative)
 
 
 def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream,

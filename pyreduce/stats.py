@@ -10,6 +10,7 @@ import numpy as np
 from . import along, masked, selection, structured
 from .axes import normalize_axes
 from .general import _on_dask, _reduce, _scale_out, check_keywords
+from .callmemo import MISS
 from .interop import checked_device_result, inspect, one_value_follows
 from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
 from .tuning_keywords import settle
@@ -38,12 +39,20 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     ``monoid(dtype)`` its accumulator; ``one_axis``: ``axis`` is an int or None,
     as for NumPy's argmax; ``fill``: what a masked element reads as along axes
     (the argmax family)."""
+    device_result = checked_device_result(device_result)
+    info = inspect(x, masked=True)
+    if (not kwargs and axis is None and out is None and not keepdims and dtype is None
+            and info.device is not None and device_result is not False
+            and one_value_follows(device_result, info, "auto")):
+        # the commonest call of a device array: straight to its repeat
+        m = monoid(info.dtype)
+        found = along.repeat(info, m, _DEFAULT_TUNING)
+        if found is not MISS:
+            return found
     kwargs = _tuned(kwargs, name, allowed)
     if one_axis and axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}() takes an int axis or None, as NumPy's does; "
                         f"got axis={axis!r}")
-    device_result = checked_device_result(device_result)
-    info = inspect(x, masked=True)
     m = monoid(info.dtype)
     ndim = len(info.shape)
     axes = normalize_axes(axis, ndim)

@@ -437,10 +437,11 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
 
     l2 = H100_L2.l2_bytes
 
-    def layout(dtype, statistic, nbytes, tuning=Tuning()):
+    def layout(dtype, statistic, nbytes, tuning=Tuning(), commutative=False):
         dt = np.dtype(dtype)
         m = structured.moments_monoid(dt, statistic)
-        plan = make_plan(nbytes // dt.itemsize, dt, m.dtype, m.key, H100_L2, tuning, align=16)
+        plan = make_plan(nbytes // dt.itemsize, dt, m.dtype, m.key, H100_L2, tuning, align=16,
+                         commutative=commutative)
         return plan.spec.variant, plan.spec.block, plan.spec.items
 
     assert layout(np.float32, "var", 3 * l2) == ("warp_shuffle", 256, 32)
@@ -455,6 +456,45 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
     assert layout(np.float32, "var", l2 // 8) == one_launch + (8,)
     assert layout(np.float32, "mean", 1000 * 4) == one_launch + (8,)
     assert layout(np.float32, "var", 3 * l2, Tuning(items_per_thread=4))[2] == 4
+
+
+def test_auto_folds_per_lane_where_the_op_may_be_reordered():
+    """A commutative tuple op (every structured reduction's but complex
+    minmax's) past the L2 folds per lane (planner._tuple_rule): var 16 items
+    of float32 and 4 of float64 two-pass, two fields of float32 8 items in one
+    launch and of float64 4 items two-pass; between one and two L2 sizes and
+    in the cache var in one launch; a non-commutative op never, and an explicit
+    variant wins. The plans keep NumPy's answers (tests/test_structured.py runs
+    the lane variants)."""
+    from pyreduce import structured
+
+    l2 = H100_L2.l2_bytes
+
+    def layout(monoid, dtype, nbytes, tuning=Tuning()):
+        dt = np.dtype(dtype)
+        m = monoid(dt)
+        plan = make_plan(nbytes // dt.itemsize, dt, m.dtype, m.key, H100_L2, tuning, align=16,
+                         commutative=m.commutative)
+        return plan.spec.variant, plan.spec.items
+
+    def var(dt):
+        return structured.moments_monoid(dt, "var")
+
+    def mean(dt):
+        return structured.moments_monoid(dt, "mean")
+
+    argmax, minmax = structured.argmax_monoid, structured.minmax_monoid
+    assert layout(var, np.float32, 3 * l2) == ("warp_shuffle_lanes", 16)
+    assert layout(var, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
+    assert layout(var, np.float32, 3 * l2 // 2) == ("last_block_lanes", 8)
+    assert layout(var, np.float32, l2 // 8) == ("last_block_lanes", 8)
+    for two in (mean, argmax, minmax):
+        assert layout(two, np.float32, 3 * l2) == ("last_block_lanes", 8)
+        assert layout(two, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
+        assert layout(two, np.float32, l2 // 8)[0] == "last_block"
+    # complex minmax is not commutative (which NaN wins): ordered variants only
+    assert layout(minmax, np.complex64, 3 * l2)[0] == "warp_shuffle"
+    assert layout(var, np.float32, 3 * l2, Tuning(variant="warp_shuffle"))[0] == "warp_shuffle"
 
 
 def test_kernel_spec_validation():
@@ -575,9 +615,10 @@ def test_variant_registry():
         assert v.layout in LAYOUTS
         assert v.default_items is None or v.default_items in ITEMS_PER_THREAD
         assert v.default_items is None or v.default_items % v.items_multiple == 0
-    # one reorders (docs/semantics.md): the single pass with lane accumulators
-    assert REORDERING == ["last_block_lanes"]
+    # two reorder (docs/semantics.md): the single and two passes with lane accumulators
+    assert REORDERING == ["last_block_lanes", "warp_shuffle_lanes"]
     assert pyreduce.variants["last_block_lanes"].layout == "single_pass"
+    assert pyreduce.variants["warp_shuffle_lanes"].layout == "two_pass"
 
 
 def test_reordering_variant_refuses_user_ops():

@@ -166,3 +166,51 @@ def test_host_inputs_take_the_full_path(gpu_backend, prepares):
     for _ in range(2):
         assert pyreduce.max(x, backend=gpu_backend) == x.max()
     assert prepares[0] == 2
+
+
+def _host(r):
+    return r.get() if hasattr(r, "get") else r.copy_to_host()
+
+
+def test_repeats_of_structured_one_values_read_their_own_input(gpu_backend, monkeypatch):
+    """Repeats of a structured reduction to one device value (the kernel
+    finishes it: on a GPU the express runner) give each input's own value,
+    of NumPy's dtype and shape: minmax's two results, keepdims, ddof and
+    dtype=, NumPy's warning on every call that earns it, for Numba arrays and
+    (on a GPU) CuPy's."""
+    from pyreduce import along
+
+    callmemo.clear()
+    prepares = [0]
+    real = along.prepare
+    monkeypatch.setattr(along, "prepare",
+                        lambda *a, **k: prepares.__setitem__(0, prepares[0] + 1) or real(*a, **k))
+    rng = np.random.default_rng(9)
+    libs = [device]
+    if gpu_backend == "cuda":
+        cp = pytest.importorskip("cupy")
+        libs.append(cp.asarray)
+    for lib in libs:
+        xs = [rng.standard_normal((3, N // 3)).astype(np.float32) for _ in range(3)]
+        for x in xs:
+            d = lib(x)
+            kw = {"backend": gpu_backend, "device_result": True}
+            for name, more, want in [
+                ("mean", {}, x.astype(np.float64).mean()),
+                ("var", {"ddof": 1}, x.astype(np.float64).var(ddof=1)),
+                ("std", {"dtype": np.float64}, x.astype(np.float64).std()),
+                ("argmax", {}, x.argmax()),
+                ("mean", {"keepdims": True}, x.astype(np.float64).mean(keepdims=True)),
+            ]:
+                got = getattr(pyreduce, name)(d, **more, **kw)
+                assert got.shape == np.shape(want) and got.dtype == np.asarray(
+                    getattr(np, name)(x, **more)).dtype, (name, got.dtype)
+                assert np.allclose(_host(got), want, rtol=1e-5), (name, _host(got), want)
+            lo, hi = pyreduce.minmax(d, **kw)
+            assert (lo.shape, hi.shape) == ((), ())
+            assert (_host(lo), _host(hi)) == (x.min(), x.max())
+            with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+                got = pyreduce.var(d, ddof=x.size, **kw)
+            assert np.isinf(_host(got))
+    # each call shape prepared once per library, however many inputs
+    assert prepares[0] == 7 * len(libs)

@@ -149,10 +149,12 @@ class GeneratedBackend:
         return (not finisher.counted and not plan.fixed_tree
                 and all(finishes(s.variant) for s in specs))
 
-    def express(self, call, device: int):
+    def express(self, call, device: int, finished=None):
         """A faster runner for repeats of the :class:`~pyreduce.prepared.Prepared`
         ``call`` on ``device`` (:mod:`pyreduce.callmemo`), or None: repeats run
-        ``call.run_on`` after checking the device."""
+        ``call.run_on`` after checking the device. ``finished``: its kernel
+        finishes a structured reduction
+        (:func:`pyreduce.backends.express.express`)."""
         return None
 
     def prepare(self, kernel, step, buffers):

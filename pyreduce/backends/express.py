@@ -34,15 +34,25 @@ class Express:
     (``device_result`` None, True or False, as the full path takes it)."""
 
     __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "follows", "size",
-                 "stride", "align", "key", "handle")
+                 "stride", "align", "key", "handle", "shape", "parts", "report")
 
     def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int,
-                 follows: bool = False):
+                 follows: bool = False, finished=None):
         self.exe, self.stream, self.device = exe, stream, device
         self.pool = exe.pool(stream)
-        self.dtype, self.finish = monoid.dtype, monoid.result
-        # an op finished on the host has no device result: the full path says so
-        self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
+        # what a device result is made as: of ``shape``, cut into ``parts`` of
+        # that shape where the kernel writes several results (None: it is one)
+        self.shape, self.parts, self.report = (), None, None
+        if finished is None:
+            self.dtype, self.finish = monoid.dtype, monoid.result
+            # an op finished on the host has no device result: the full path says so
+            self.new = None if monoid.finalize is not None else maker(kind, monoid.dtype)
+        else:  # the kernel finishes a structured reduction (exe.finished)
+            want, self.shape, self.report = finished
+            self.dtype, self.finish, self.new = want, None, maker(kind, want)
+            outputs = monoid.finisher.outputs
+            if outputs > 1:
+                self.shape, self.parts = (outputs,), (self.shape, outputs)
         # device_result=None: where the full path puts it
         # (:meth:`pyreduce.prepared.Prepared.follows`; the call shape fixes it)
         self.follows = follows
@@ -62,7 +72,9 @@ class Express:
         if device_result:
             if self.new is None:
                 return MISS
-            user, out = self.new((), self.dtype, self.device, self.stream, info.device)
+            user, out = self.new(self.shape, self.dtype, self.device, self.stream, info.device)
+        elif self.finish is None:  # it finishes into a device result only
+            return MISS
         # the per-thread default stream is another stream in each thread: its
         # pool is the calling thread's (pyreduce.driver.stream_key)
         pool = self.pool if self.stream != PER_THREAD_STREAM else self.exe.pool(self.stream)
@@ -86,24 +98,35 @@ class Express:
                     return MISS
                 check_driver(err)
             if device_result:
+                if self.report is not None:
+                    self.report()
+                if self.parts is not None:
+                    shape, count = self.parts
+                    return tuple(user[k:k + 1].reshape(shape) for k in range(count))
                 return user
             return self.finish(read_scalar(slot, self.stream))
         finally:
             pool.append(ws)
 
 
-def express(backend, call, device: int) -> Express | None:
+def express(backend, call, device: int, finished=None) -> Express | None:
     """The :class:`Express` of the :class:`~pyreduce.prepared.Prepared` ``call`` on
     ``device``, or None where its plan is not one launch without an initial value,
     or its flat input is not a view of the input's own memory (an N-D array that
-    is not C-contiguous is gathered into a copy on every call)."""
+    is not C-contiguous is gathered into a copy on every call). ``finished``:
+    ``(KernelSpec.finisher, result dtype, result shape, report)``, the kernel
+    finishing a structured reduction into a device array of that dtype and
+    shape, ``report()`` giving the finisher's warning (or None)."""
     if call.initial is not None or call.fixed_tree:
         return None
     if call.flat.owner is not call.info.device:
         return None
-    exe = backend.executable(call.plan, call.monoid, call.device)
+    exe = backend.executable(call.plan, call.monoid, call.device,
+                             None if finished is None else finished[:2])
     sched = exe.schedule
-    if len(sched.steps) != 1 or sched.outputs is not None or sched.initial is not None:
+    if len(sched.steps) != 1 or sched.initial is not None or (
+            sched.outputs is not None and finished is None):
         return None
     return Express(exe, call.monoid, call.info.kind, call.flat, backend.alignment(call.flat),
-                   call.stream, device, call.follows(call.info))
+                   call.stream, device, finished is not None or call.follows(call.info),
+                   None if finished is None else finished[1:])

@@ -205,8 +205,8 @@ class CudaBackend(NumbaCudaBackend):
             DeviceFields(view.ptr, (view.size,), (view.stride,), view.dtype, None), view.owner))
         return arr.view(view.dtype) if view.dtype.names is not None else arr
 
-    def express(self, call, device: int):
-        return express(self, call, device)
+    def express(self, call, device: int, finished=None):
+        return express(self, call, device, finished)
 
     def device(self, warp: int | None = None) -> DeviceInfo:
         if warp not in (None, 32):

@@ -367,7 +367,7 @@ class Streamed:
         partial (no initial value: that is combined on the host)."""
         m = self.monoid
         return make_plan(elements, self.in_dtype, m.dtype, m.key, self.device, self.tuning,
-                         0, align)
+                         0, align, m.commutative)
 
     def __call__(self, x: np.ndarray, initial=None):
         """The accumulated value of the host array ``x``, then ``op(initial, .)``."""

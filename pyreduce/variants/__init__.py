@@ -110,6 +110,10 @@ VARIANTS = {
               "per iteration before reducing them", None, "two_pass", tiles=2),
         _warp("warp_shuffle_x4", None, "the same with four warp tiles per iteration",
               None, "two_pass", tiles=4),
+        Variant("warp_shuffle_lanes", None, warp_shuffle,
+                warp_shuffle.Options(lanes=True), "two_pass", None,
+                "two-pass, each lane accumulating across warp tiles and one shuffle "
+                "reduction per warp (reorders: commutative ops only)", commutative_only=True),
         _warp("last_block_x2", None, "single pass loading two warp tiles per iteration "
               "before reducing them", None, "single_pass", last_block=True, tiles=2),
         _tree("shared_tree", None, "unrolled sequential tree with block barriers, "

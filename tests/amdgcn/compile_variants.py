@@ -83,6 +83,7 @@ CASES = (
 SHUFFLE_VARIANTS = {
     "shuffle_tail", "warp_reduce", "items_per_thread", "warp_shuffle", "last_block",
     "warp_shuffle_x2", "warp_shuffle_x4", "pairwise", "last_block_lanes", "last_block_x2",
+    "warp_shuffle_lanes",
 }
 
 _FIELDS = {
