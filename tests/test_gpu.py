@@ -147,6 +147,36 @@ def _library(kind):
             lambda r: r.data_ptr())
 
 
+@pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
+def test_express_repeats_of_two_pass_plans(kind, monkeypatch):
+    """Inputs streamed from memory (more than twice the L2 cache) reduce in two
+    launches, and their repeats run them both in one step: each call's own
+    value, for plain sums and maxima and for the structured reductions (var's
+    and argmax's two-pass lane folds, minmax's pair), device and host results."""
+    from pyreduce.backends.express import Express
+    from pyreduce.backends.numba_cuda import CudaBackend
+
+    to_device, scalar_of, _ = _library(kind)
+    fast, real_call = [0], Express.__call__
+    monkeypatch.setattr(Express, "__call__",
+                        lambda self, *a: fast.__setitem__(0, fast[0] + 1) or real_call(self, *a))
+    l2 = CudaBackend().device().l2_bytes or 50 * 2**20
+    n = 3 * l2 // 8 + 5  # float64: three L2 sizes
+    rng = np.random.default_rng(12)
+    for _ in range(3):
+        h = rng.standard_normal(n)
+        d = to_device(h)
+        assert float(scalar_of(pyreduce.sum(d, device_result=True))) == pytest.approx(
+            h.sum(), rel=1e-12)
+        assert float(pyreduce.max(d, device_result=False)) == h.max()
+        assert float(scalar_of(pyreduce.var(d, device_result=True))) == pytest.approx(
+            h.var(), rel=1e-10)
+        assert int(scalar_of(pyreduce.argmax(d, device_result=True))) == h.argmax()
+        lo, hi = pyreduce.minmax(d, device_result=True)
+        assert (float(scalar_of(lo)), float(scalar_of(hi))) == (h.min(), h.max())
+    assert fast[0] >= 2 * 5  # the second and third rounds' calls: repeats
+
+
 @pytest.mark.parametrize("kind", ["numba", "cupy"])
 def test_small_results_share_slabs_and_stay_correct(kind):
     """Small Numba and CuPy results are cut from shared slabs: every result keeps

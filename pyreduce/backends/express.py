@@ -1,16 +1,17 @@
 """Repeat calls on a GPU in one step.
 
-A repeat of a plain call (:mod:`pyreduce.callmemo`) whose plan is a single launch
-with no initial value (the single-pass kernel, the default at every size) runs
-here, without the general path's layers (:meth:`pyreduce.prepared.Prepared.run_on`,
+A repeat of a plain call (:mod:`pyreduce.callmemo`) whose plan has no initial
+value (one launch, or the two of a two-pass plan) runs here, without the
+general path's layers (:meth:`pyreduce.prepared.Prepared.run_on`,
 :class:`pyreduce.driver.Executable`, the backend's ``flat_input``).
 The call shape fixes the input's dtype, shape and strides, so its flat view
 differs from the remembered call's only in its address: a repeat reads the
 address, checks its alignment (the plan depends on it), takes a prepared
 workspace of its stream, makes the result (a device array from
 :mod:`pyreduce.backends.results`, or the workspace's mapped result slot), and
-launches through one compiled call (:func:`pyreduce.backends.fastpath.launch`)
-that also checks the thread's device, the last of the remembered decisions.
+launches each kernel through one compiled call
+(:func:`pyreduce.backends.fastpath.launch`); the first also checks the
+thread's device, the last of the remembered decisions.
 Where the device is another, it launches nothing and the call takes the full
 path.
 """
@@ -34,7 +35,7 @@ class Express:
     (``device_result`` None, True or False, as the full path takes it)."""
 
     __slots__ = ("exe", "pool", "stream", "device", "dtype", "finish", "new", "follows", "size",
-                 "stride", "align", "key", "handle", "shape", "parts", "report")
+                 "stride", "align", "key", "handles", "shape", "parts", "report")
 
     def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int,
                  follows: bool = False, finished=None):
@@ -59,7 +60,7 @@ class Express:
         # what the call shape fixes: the flat view's length, stride and kernel
         self.size, self.stride, self.key = flat.size, flat.stride, (flat.dtype.char, flat.layout)
         self.align = align  # 0: not contiguous, nothing to check
-        self.handle = None  # the compiled kernel's, known after the first launch
+        self.handles = None  # the compiled kernels' (one a launch), known after the first call
 
     def __call__(self, info, device_result):
         fields = info.fields
@@ -84,19 +85,21 @@ class Express:
             ws = self.exe.workspace()
         try:
             slot = ws.buffers["result"]
-            step = ws.steps[0]
+            steps = ws.steps
             if not device_result:
                 out = slot.ptr
-            if self.handle is None:  # the first launch compiles (or looks up) the kernel
+            if self.handles is None:  # the first call compiles (or looks up) the kernels
                 flat = DeviceView(ptr, self.size, self.stride, storage(fields.dtype))
-                self.handle = step.handle(flat, slot, self.key)
-            err = fastpath.launch(step.values, step.input_at, step.output_at, self.size, ptr,
-                                  self.stride, out, self.device, self.handle, step.grid,
-                                  step.block, self.stream, step.params)
-            if err:
-                if err == WRONG_DEVICE:
-                    return MISS
-                check_driver(err)
+                self.handles = [step.handle(flat, slot, self.key) for step in steps]
+            # the first launch checks the device (nothing launched if it is another)
+            for step, handle in zip(steps, self.handles):
+                err = fastpath.launch(step.values, step.input_at, step.output_at, self.size,
+                                      ptr, self.stride, out, self.device, handle, step.grid,
+                                      step.block, self.stream, step.params)
+                if err:
+                    if err == WRONG_DEVICE:
+                        return MISS
+                    check_driver(err)
             if device_result:
                 if self.report is not None:
                     self.report()
@@ -111,9 +114,9 @@ class Express:
 
 def express(backend, call, device: int, finished=None) -> Express | None:
     """The :class:`Express` of the :class:`~pyreduce.prepared.Prepared` ``call`` on
-    ``device``, or None where its plan is not one launch without an initial value,
-    or its flat input is not a view of the input's own memory (an N-D array that
-    is not C-contiguous is gathered into a copy on every call). ``finished``:
+    ``device``, or None where its plan has an initial value, or its flat input
+    is not a view of the input's own memory (an N-D array that is not
+    C-contiguous is gathered into a copy on every call). ``finished``:
     ``(KernelSpec.finisher, result dtype, result shape, report)``, the kernel
     finishing a structured reduction into a device array of that dtype and
     shape, ``report()`` giving the finisher's warning (or None)."""
@@ -124,8 +127,7 @@ def express(backend, call, device: int, finished=None) -> Express | None:
     exe = backend.executable(call.plan, call.monoid, call.device,
                              None if finished is None else finished[:2])
     sched = exe.schedule
-    if len(sched.steps) != 1 or sched.initial is not None or (
-            sched.outputs is not None and finished is None):
+    if sched.initial is not None or (sched.outputs is not None and finished is None):
         return None
     return Express(exe, call.monoid, call.info.kind, call.flat, backend.alignment(call.flat),
                    call.stream, device, finished is not None or call.follows(call.info),
