@@ -773,6 +773,7 @@ ARGS = (("array", np.dtype("f8"), "C"), "int64", ("array", np.dtype("f8"), "C"))
 
 def test_image_keys_hold_what_changes_the_machine_code(toolchain):
     from pyreduce.backends.cubins import image_key
+    from pyreduce.finishers import mean, variance
 
     base = diskcache.canonical(image_key(_kernel(), ARGS, (9, 0)))
     variants = [
@@ -782,10 +783,23 @@ def test_image_keys_hold_what_changes_the_machine_code(toolchain):
         image_key(_kernel(), (("array", np.dtype("f8"), "A"),) + ARGS[1:], (9, 0)),
         image_key(_kernel(), (("array", np.dtype("f4"), "C"),) + ARGS[1:], (9, 0)),
         image_key(_kernel(), ARGS, (8, 0)),
+        # a kernel that finishes a structured reduction: the finisher's code and ddof
+        image_key(_kernel(finisher=_finisher(mean("f8"))), ARGS, (9, 0)),
+        image_key(_kernel(finisher=_finisher(variance("f8", 0))), ARGS, (9, 0)),
+        image_key(_kernel(finisher=_finisher(variance("f8", 1))), ARGS, (9, 0)),
     ]
     texts = [diskcache.canonical(v) for v in variants]
     assert len(set(texts + [base])) == len(texts) + 1
     assert diskcache.canonical(image_key(_kernel(), ARGS, (9, 0))) == base
+    fin = _finisher(mean("f8"))
+    assert diskcache.canonical(image_key(_kernel(finisher=fin), ARGS, (9, 0))) == texts[-3]
+    # a finisher known only by its identity in this process is not kept on disk
+    assert image_key(_kernel(finisher=(("id", 1),) + fin[1:]), ARGS, (9, 0)) is None
+
+
+def _finisher(fin) -> tuple:
+    """``KernelSpec.finisher`` of a kernel finishing by ``fin``."""
+    return (fin.key, fin.ddof, fin.outputs)
 
 
 def test_image_keys_change_with_the_toolchain(toolchain, monkeypatch):
