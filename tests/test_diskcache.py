@@ -694,10 +694,6 @@ def test_the_compiled_launch_is_loaded_from_the_cache(cache_dir):
 
 @pytest.mark.parametrize("builds", [True, False])
 def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
-    """After COMPILE_AFTER launches the compiled one takes over where Numba's
-    CPU target is ready (not readied for it: that stalls a launch for a
-    fraction of a second); where it is not, the question comes again
-    COMPILE_AFTER launches later."""
     from pyreduce.backends import fastpath
 
     made = []
@@ -722,8 +718,6 @@ def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
     monkeypatch.setattr(fastpath, "COMPILE_AFTER", 3)
     monkeypatch.setattr(fastpath, "_bindings_launch", lambda: python)
     monkeypatch.setattr(fastpath, "_compiled_launch", build)
-    ready = [True]
-    monkeypatch.setattr(fastpath, "_cpu_target_ready", lambda: ready[0])
     for found, want in ((2, ["python"] * 3 + ["compiled" if builds else "python"] * 2),
                         (0, ["python"] * 5)):  # the last word 0: ctypes found no libcuda
         values = np.array([0, 0, 1, found], np.int64)
@@ -731,25 +725,6 @@ def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
         for _ in range(5):
             assert fastpath.launch(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0) == 0
         assert made == want
-    # the CPU target not ready: Python, asked again every COMPILE_AFTER launches
-    values = np.array([0, 0, 1, 2], np.int64)
-    fastpath.launch, made[:], ready[0] = first_call, [], False
-    for _ in range(7):
-        fastpath.launch(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0)
-    assert made == ["python"] * 7
-    ready[0] = True
-    for _ in range(3):
-        fastpath.launch(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0)
-    assert made == ["python"] * 9 + ["compiled" if builds else "python"]
-
-
-def test_the_cpu_target_readiness_is_read_without_importing_numba():
-    from pyreduce.backends import fastpath
-
-    from numba.core import registry
-
-    assert registry.cpu_target.target_context is not None  # readied (cheap once done)
-    assert fastpath._cpu_target_ready()
 
 
 def test_without_libcuda_the_launch_words_are_zero():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 
 import numpy as np
@@ -257,16 +256,14 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
     addresses of ``cuCtxGetDevice`` and ``cuLaunchKernel``
     (:func:`driver_functions`), so a launch allocates nothing.
 
-    Launches run in Python through ``cuda.bindings``. After
-    :data:`COMPILE_AFTER` of them, once Numba's CPU target is ready in this
-    process (the user's or pyreduce's own ``njit`` code readied it), Numba-compiled
-    code calling the driver through those addresses takes over, which spares
-    the per-argument conversions of a Python binding (on an H100, about a
-    microsecond of a launch's 5-6). It is loaded from the disk cache after its
-    first compile (:mod:`pyreduce.backends.launchjit`); readying the CPU target
-    for it would stall one launch for half a second or more (0.4-0.9 s seen on
-    an H100 machine), more than a million launches save, so it is never done
-    for this. Where ctypes did not find libcuda's functions, Python throughout."""
+    The first :data:`COMPILE_AFTER` launches run in Python through
+    ``cuda.bindings``; then Numba-compiled code calling the driver through those
+    addresses takes over, which spares the per-argument conversions of a Python
+    binding (on an H100, about a microsecond of a launch's 5-6). It is loaded
+    from the disk cache after its first compile
+    (:mod:`pyreduce.backends.launchjit`), but loading still readies Numba's CPU
+    target, a fraction of a second that a process launching a few times need
+    not spend. Where ctypes did not find libcuda's functions, Python throughout."""
     _use(_counted(_bindings_launch(), COMPILE_AFTER) if values[-1] else _bindings_launch())
     return launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                   grid, block, stream, params)
@@ -285,33 +282,20 @@ def _use(implementation) -> None:
 
 
 def _counted(first, count: int):
-    """``first`` for ``count`` calls, then the compiled launch if Numba's CPU
-    target is ready (:func:`_cpu_target_ready`), else ``first`` for ``count``
-    calls more and the same question again (``first`` for good, should the
-    compiled launch fail to build)."""
+    """``first`` for ``count`` calls, then the compiled launch (``first`` still,
+    should that fail to build)."""
     left = [count]
 
     def counting(*args):
         left[0] -= 1
-        if left[0] <= 0:
-            left[0] = count
-            if _cpu_target_ready():
-                try:
-                    _use(_compiled_launch())
-                except Exception:  # Numba cannot build it here: Python stays
-                    _use(first)
+        if left[0] == 0:
+            try:
+                _use(_compiled_launch())
+            except Exception:  # Numba cannot build it here: Python stays
+                _use(first)
         return first(*args)
 
     return counting
-
-
-def _cpu_target_ready() -> bool:
-    """Whether Numba's CPU target has been readied in this process (its target
-    context made), so that loading the compiled launch costs milliseconds, not
-    the fraction of a second of readying it. Imports nothing."""
-    registry = sys.modules.get("numba.core.registry")
-    target = getattr(registry, "cpu_target", None)
-    return target is not None and "_toplevel_target_context" in vars(target)
 
 
 def _launcher(current_device, launch_kernel):
