@@ -115,6 +115,33 @@ def _argmin_op(a, b):
     return b
 
 
+def _argmax_op_compare_first(a, b):
+    """:func:`_argmax_op` with the common case first (one value is larger; a
+    comparison with NaN is false), then NaN and ties. The same results; on an
+    H100 float32 argmax of 2**28 elements took 382 us against 424 with the
+    NaN test first (PyTorch 363), while int32 and float64 took 3-4% longer,
+    so it serves float32 values only (float16 and bfloat16 too)."""
+    if a[0] > b[0]:
+        return a
+    if b[0] > a[0]:
+        return b
+    a_nan, b_nan = a[0] != a[0], b[0] != b[0]
+    if a_nan != b_nan:
+        return a if a_nan else b
+    return a if a[1] <= b[1] else b
+
+
+def _argmin_op_compare_first(a, b):
+    if a[0] < b[0]:
+        return a
+    if b[0] < a[0]:
+        return b
+    a_nan, b_nan = a[0] != a[0], b[0] != b[0]
+    if a_nan != b_nan:
+        return a if a_nan else b
+    return a if a[1] <= b[1] else b
+
+
 def _complex_argmax_op(a, b):
     """``(real, imag, index)``: NumPy's order of complex values, real part first."""
     a_nan = a[0] != a[0] or a[1] != a[1]
@@ -287,8 +314,10 @@ def _parts(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.complex64 else np.dtype(np.float64)
 
 
-def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg) -> Monoid:
+def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg, float32_op=None) -> Monoid:
     dt = default_accumulator(check_dtype(dtype))  # float16/bfloat16: float32 values
+    if dt == np.float32 and float32_op is not None:
+        op = float32_op
     if dt.kind == "c":
         fields, op, fmap = [_parts(dt)] * 2 + [np.int64], complex_op, _complex_index_map
 
@@ -313,13 +342,15 @@ def _arg(name: str, op, complex_op, dtype: np.dtype, numpy_arg) -> Monoid:
 @functools.lru_cache(maxsize=64)
 def argmax_monoid(dtype: np.dtype) -> Monoid:
     """The first index of the largest element (of the first NaN, if any)."""
-    return _arg("argmax", _argmax_op, _complex_argmax_op, dtype, np.argmax)
+    return _arg("argmax", _argmax_op, _complex_argmax_op, dtype, np.argmax,
+                _argmax_op_compare_first)
 
 
 @functools.lru_cache(maxsize=64)
 def argmin_monoid(dtype: np.dtype) -> Monoid:
     """The first index of the smallest element (of the first NaN, if any)."""
-    return _arg("argmin", _argmin_op, _complex_argmin_op, dtype, np.argmin)
+    return _arg("argmin", _argmin_op, _complex_argmin_op, dtype, np.argmin,
+                _argmin_op_compare_first)
 
 
 @functools.lru_cache(maxsize=64)

@@ -573,3 +573,24 @@ def test_argmax_argmin_minmax_match_numpy_on_every_dtype(backend, name, n, seed,
         assert same_value(got_lo, lo) and same_value(got_hi, hi), (path, got_lo, got_hi, lo, hi)
         want_dtype = np.dtype(np.float32) if name in HALF else host.dtype
         assert got_lo.dtype == got_hi.dtype == want_dtype, (path, got_lo.dtype)
+
+
+def test_both_orders_of_the_arg_ops_agree():
+    """argmax/argmin of float32 compare first and test NaN after (faster there),
+    the other dtypes test NaN first: the same index for every pair of values,
+    NaNs, infinities, signed zeros and ties included, in either position."""
+    import itertools
+
+    from pyreduce.structured import (_argmax_op, _argmax_op_compare_first, _argmin_op,
+                                     _argmin_op_compare_first)
+
+    values = [1.0, 2.0, np.nan, -np.inf, np.inf, 2.0, np.nan, -0.0, 0.0]
+    pairs = list(itertools.product(list(zip(values, range(len(values)))), repeat=2))
+    for nan_first, compare_first in ((_argmax_op, _argmax_op_compare_first),
+                                     (_argmin_op, _argmin_op_compare_first)):
+        for a, b in pairs:
+            assert nan_first(a, b)[1] == compare_first(a, b)[1], (a, b)
+    assert structured.argmax_monoid(np.dtype(np.float32)).fn is _argmax_op_compare_first
+    assert structured.argmin_monoid(np.dtype(np.float16)).fn is _argmin_op_compare_first
+    assert structured.argmax_monoid(np.dtype(np.float64)).fn is _argmax_op
+    assert structured.argmin_monoid(np.dtype(np.int32)).fn is _argmin_op
