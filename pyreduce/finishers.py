@@ -132,6 +132,9 @@ def _variance(nan_rule: bool, root: bool, complex_parts: bool):
         if dof > 0:
             var = m2 / dof
             flagged = False
+        elif dof != dof:  # a NaN ddof: NaN, as NumPy's division gives, and no warning
+            var = _NAN
+            flagged = False
         else:
             var = _NAN if nan_rule or not m2 > 0 else _INF
             flagged = True

@@ -266,7 +266,8 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
                 commutative: bool = False) -> Auto | None:
     """The layout of a tuple accumulator past the L2 (``streaming``: past twice
     the L2), or None for the rule of sums that widen; ``commutative``: the op
-    may be reordered (every structured reduction's but complex minmax's), so
+    may be reordered (every structured reduction's but complex minmax's and
+    ptp's), so
     each lane may fold its items across all of its warp's tiles and the warp
     combine its lanes once (``*_lanes``, :func:`pyreduce.variants._blocks.lane_fold`)
     instead of once a tile: a merge of var's summaries is a dozen float64

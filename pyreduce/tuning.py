@@ -85,7 +85,7 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     base = prepare(info, monoid, None, backend, Tuning(), None).run()
     # the built-in rule's own choice first: a recorded choice is never one the
     # rule beat in the same measurement
-    auto = auto_variant(info.dtype, monoid.dtype, info.size, device)
+    auto = auto_variant(info.dtype, monoid.dtype, info.size, device, monoid.commutative)
     block = auto.block_on(device, device.warp)
     tiles = -(-info.size // (block * auto.items))
     tunings = [Tuning(variant=auto.variant, block_size=block, items_per_thread=auto.items,

@@ -344,6 +344,61 @@ def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):
             assert finishing == ([1] if name == "nanmean" else []), (name, finishing)
 
 
+@pytest.mark.sim
+def test_an_infinite_or_nan_ddof_is_finished_as_numpy_divides(monkeypatch):
+    """A ddof the kernel cannot hold as a literal (inf, -inf, NaN) goes to the
+    finishing kernel, whose argument it is: NumPy's value (inf, 0, NaN), with
+    its warning where no degrees of freedom are left (inf), on the device and
+    on the host."""
+    cuda = _cuda()
+    x = _data((500,), np.float64, 12, nan_share=0)
+    d = cuda.to_device(x)
+    for ddof in (np.inf, -np.inf, np.nan):
+        with warnings.catch_warnings(record=True) as numpy_warned:
+            warnings.simplefilter("always")
+            want = np.var(x, ddof=ddof)
+        expected = any("Degrees of freedom" in str(w.message) for w in numpy_warned)
+        for got in (lambda ddof=ddof: pyreduce.var(d, ddof=ddof, device_result=True,
+                                                   **on("sim")).copy_to_host(),
+                    lambda ddof=ddof: pyreduce.var(x, ddof=ddof, **on("cpu"))):
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                value = got()
+            assert value == want or (np.isnan(value) and np.isnan(want)), (ddof, value, want)
+            said = any("Degrees of freedom" in str(w.message) for w in warned)
+            assert said == expected, (ddof, warned)
+
+
+@pytest.mark.sim
+def test_a_plain_call_goes_straight_to_its_repeat(monkeypatch):
+    """A structured call with no keyword but ``device_result`` finds its
+    remembered decisions without the full path's checks
+    (:func:`pyreduce.along.repeat`): each new array's own value, NumPy's
+    warning on every call that earns one, and a bad keyword still refused."""
+    from pyreduce import along
+
+    cuda = _cuda()
+    hits, real = [0], along.repeat
+    monkeypatch.setattr(along, "repeat", lambda *a: hits.__setitem__(0, hits[0] + 1) or real(*a))
+    rng = np.random.default_rng(13)
+    for _ in range(3):
+        x = rng.standard_normal(300)
+        d = cuda.to_device(x)
+        assert np.isclose(pyreduce.var(d, device_result=True).copy_to_host(), x.var())
+        assert int(pyreduce.argmax(d, device_result=True).copy_to_host()) == x.argmax()
+        lo, hi = pyreduce.minmax(d, device_result=True)
+        assert (lo.copy_to_host(), hi.copy_to_host()) == (x.min(), x.max())
+    assert hits[0] == 9  # every call asks; the first of each shape then takes the full path
+    one = cuda.to_device(np.ones(1))
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+            pyreduce.var(one, ddof=1, device_result=True)
+    with pytest.raises(TypeError, match="device_result"):
+        pyreduce.mean(d, device_result="yes")
+    with pytest.raises(TypeError, match="axis"):
+        pyreduce.argmax(d, axis=1.5)
+
+
 @pytest.mark.parametrize("backend", ["sim", "cuda"])
 def test_the_flag_is_zeroed_for_every_call(backend):
     """The NaN statistics' flag (kept per thread on a GPU) says what this call

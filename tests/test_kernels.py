@@ -427,8 +427,10 @@ def test_auto_sums_that_widen_run_two_pass():
 
 
 def test_auto_tuple_accumulators_keep_more_loads_in_flight():
-    """Tuple accumulators past the L2 (the measured rule, planner._tuple_rule):
-    var's four fields 32 items of float32 and 8 of float64, two fields 16 of
+    """Tuple accumulators of ops that may not be reordered (a user's tuple op
+    with var's or mean's accumulator: the moments monoids planned with
+    ``commutative=False``) past the L2 (the measured rule, planner._tuple_rule):
+    four fields 32 items of float32 and 8 of float64, two fields 16 of
     float32 and two tiles of 16 of float16, float64's two fields the widening
     rule; two tiles of 8 of float32 between one and two L2 sizes, in one launch;
     up to twice the L2 otherwise the widening rule's items in one launch

@@ -142,11 +142,13 @@ class GeneratedBackend:
     def finishes(self, plan, finisher) -> bool:
         """Whether ``plan``'s last launch can finish a reduction by ``finisher``
         (:mod:`pyreduce.finishers`) itself, saving the finishing kernel's launch:
-        its variant can (:func:`pyreduce.variants.finishes`) and the flag of an
+        its variant can (:func:`pyreduce.variants.finishes`), the flag of an
         empty result does not depend on the data (the NaN-ignoring statistics
-        read theirs back from the finishing kernel)."""
+        read theirs back from the finishing kernel) and ``ddof``, a literal of
+        that kernel's source, is finite (an infinite or NaN one is an argument
+        of the finishing kernel's)."""
         specs = (plan.spec,) if plan.finish is None else (plan.spec, plan.finish)
-        return (not finisher.counted and not plan.fixed_tree
+        return (not finisher.counted and not plan.fixed_tree and math.isfinite(finisher.ddof)
                 and all(finishes(s.variant) for s in specs))
 
     def express(self, call, device: int, finished=None):

@@ -23,7 +23,9 @@ from ..dtypes import storage
 from ..planner import address_alignment
 from ..callmemo import MISS
 from . import fastpath
-from .fastpath import WRONG_DEVICE, DeviceView, check_driver, read_scalar, sync_producer
+from .fastpath import (
+    ANY_DEVICE, WRONG_DEVICE, DeviceView, check_driver, read_scalar, sync_producer,
+)
 from .results import maker
 
 __all__ = ["Express", "express"]
@@ -92,10 +94,12 @@ class Express:
                 flat = DeviceView(ptr, self.size, self.stride, storage(fields.dtype))
                 self.handles = [step.handle(flat, slot, self.key) for step in steps]
             # the first launch checks the device (nothing launched if it is another)
+            device = self.device
             for step, handle in zip(steps, self.handles):
                 err = fastpath.launch(step.values, step.input_at, step.output_at, self.size,
-                                      ptr, self.stride, out, self.device, handle, step.grid,
+                                      ptr, self.stride, out, device, handle, step.grid,
                                       step.block, self.stream, step.params)
+                device = ANY_DEVICE
                 if err:
                     if err == WRONG_DEVICE:
                         return MISS
