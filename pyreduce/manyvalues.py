@@ -35,6 +35,7 @@ import numpy as np
 from . import backends, callmemo
 from .axes import describe, result_shape, span_view
 from .backends.base import check_out, check_out_array, to_host
+from .backends.results import parts
 from .batchplanner import plan_segments, plan_strided
 from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
@@ -364,12 +365,11 @@ def _finished_in_the_last_launch(call, keepdims_shape: tuple, want: np.dtype, kn
     pair = fin.outputs > 1
 
     def launch(info, flat, device_result):
-        user, buffer = be.new_result(want, stream, info, (2,) if pair else keepdims_shape)
+        user, buffer = be.new_result(want, stream, info,
+                                     (fin.outputs,) if pair else keepdims_shape)
         run(flat, stream, out=buffer)
         fin.report(known)
-        if not pair:
-            return user
-        return tuple(user[k:k + 1].reshape(keepdims_shape) for k in range(2))
+        return parts(user, fin.outputs, keepdims_shape) if pair else user
 
     return launch
 

@@ -146,10 +146,10 @@ class GeneratedBackend:
         empty result does not depend on the data (the NaN-ignoring statistics
         read theirs back from the finishing kernel) and ``ddof``, a literal of
         that kernel's source, is finite (an infinite or NaN one is an argument
-        of the finishing kernel's)."""
-        specs = (plan.spec,) if plan.finish is None else (plan.spec, plan.finish)
+        of the finishing kernel's). (A plan's later passes run its first pass's
+        variant.)"""
         return (not finisher.counted and not plan.fixed_tree and math.isfinite(finisher.ddof)
-                and all(finishes(s.variant) for s in specs))
+                and finishes(plan.spec.variant))
 
     def express(self, call, device: int, finished=None):
         """A faster runner for repeats of the :class:`~pyreduce.prepared.Prepared`

@@ -26,7 +26,7 @@ from . import fastpath
 from .fastpath import (
     ANY_DEVICE, WRONG_DEVICE, DeviceView, check_driver, read_scalar, sync_producer,
 )
-from .results import maker
+from .results import maker, parts
 
 __all__ = ["Express", "express"]
 
@@ -109,7 +109,7 @@ class Express:
                     self.report()
                 if self.parts is not None:
                     shape, count = self.parts
-                    return tuple(user[k:k + 1].reshape(shape) for k in range(count))
+                    return parts(user, count, shape)
                 return user
             return self.finish(read_scalar(slot, self.stream))
         finally:

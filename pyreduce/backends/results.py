@@ -29,7 +29,7 @@ import numpy as np
 
 from ..interop import c_strides
 
-__all__ = ["Slabs", "maker", "NUMBA_SLABS", "CUPY_SLABS"]
+__all__ = ["Slabs", "maker", "parts", "NUMBA_SLABS", "CUPY_SLABS"]
 
 
 class Slabs:
@@ -181,6 +181,12 @@ def maker(kind: str, dtype: np.dtype):
         if kind == "torch":
             return torch_result
     return numba_result
+
+
+def parts(arr, count: int, shape: tuple) -> tuple:
+    """The ``count`` elements of a 1-D device array (of any library) as views of
+    ``shape``: the results one kernel wrote side by side (minmax's pair)."""
+    return tuple(arr[k:k + 1].reshape(shape) for k in range(count))
 
 
 @functools.lru_cache(maxsize=None)
