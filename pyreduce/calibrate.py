@@ -3,8 +3,9 @@
 :func:`model` gives the numbers for the GPU a call would use: the ones recorded
 in the tuning store, else (the first host-array call with ``backend="auto"`` on
 a machine) a quick measurement of the numbers that need no compiled kernel: the
-pinned copy to the device, the host threads' copy into pinned memory and the
-cpu backend's built-in rate, some 20-50 ms of work, recorded for later
+pinned copy to the device, the host threads' copy into pinned memory, the
+host's cost of each chunk (one chunk through the staging slots) and the cpu
+backend's built-in rate, some 20-50 ms of work, recorded for later
 processes. Until ``python -m pyreduce tune`` (:func:`pyreduce.tuning.calibrate`)
 measures the rest, which take compiles, the GPU path's fixed cost per call and
 reduction rate keep :data:`pyreduce.costmodel.DEFAULTS`, and the cpu backend's fold of a
@@ -46,8 +47,9 @@ _lock = threading.Lock()
 
 #: How the numbers are measured; models recorded another way are measured again.
 #: 2: per-element rates from the difference of two sizes (:func:`slope`);
-#: 3: the cpu backend's rates on :data:`CPU_SAMPLE_BYTES`.
-METHOD = 3
+#: 3: the cpu backend's rates on :data:`CPU_SAMPLE_BYTES`; 4: the GPU path's
+#: cost per chunk.
+METHOD = 4
 
 
 def machine(backend) -> str:
@@ -148,6 +150,11 @@ def cheap_numbers(backend) -> dict:
 
         out["h2d_GBps"] = staging.SLOTS * slot / best_seconds(send) / 1e9
         out["stage_GBps"] = half.nbytes / best_seconds(stage) / 1e9
+        # one smallest chunk through the slots, less the time of its bytes: what
+        # every chunk costs the host beyond its copies
+        chunk = src[: staging.MIN_CHUNK_BYTES // 8]
+        bytes_s = chunk.nbytes / (out["h2d_GBps"] * 1e9) + chunk.nbytes / (out["stage_GBps"] * 1e9)
+        out["gpu_chunk_us"] = max(0.0, best_seconds(lambda: st.upload(chunk)) - bytes_s) * 1e6
     out.update(_cpu_builtin(np.ones(CPU_SAMPLE_BYTES // 8)))
     return out
 

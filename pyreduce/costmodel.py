@@ -6,10 +6,12 @@ answer is a pure function of the call's size and kind and of a few numbers
 measured once per machine (:class:`HostModel`), kept in the tuning store
 (:mod:`pyreduce.tuning`):
 
-* the GPU path costs a fixed ``gpu_call_us``, then its three stages (the host
-  threads' copy into pinned memory, the copy to the device, the reduction)
-  one after another for the first chunk and overlapped for the rest, at the
-  pace of the slowest;
+* the GPU path costs a fixed ``gpu_call_us``, ``gpu_chunk_us`` for each chunk
+  (the host's hand-offs, copy and launch calls and events: on an H100 machine
+  some 0.4 ms a chunk, more than the chunk's copy), then its three stages (the
+  host threads' copy into pinned memory, the copy to the device, the
+  reduction) one after another for the first chunk and overlapped for the
+  rest, at the pace of the slowest;
 * the cpu backend costs a fixed ``cpu_call_us``, ``cpu_split_us`` more where it
   splits the input over its threads, and then a rate: bytes per second for the
   built-in ops (NumPy's loops, which memory bounds), nanoseconds per element
@@ -22,8 +24,8 @@ ahead; :mod:`pyreduce.calibrate` measures the cheap numbers on first need and
 the rest with ``python -m pyreduce tune``.
 
 >>> m = HostModel(h2d_GBps=50, stage_GBps=50, gpu_GBps=3000, gpu_call_us=30,
-...               cpu_GBps=10, cpu_serial_GBps=10, cpu_user_ns=1, cpu_user_serial_ns=1,
-...               cpu_call_us=2, cpu_split_us=40)
+...               gpu_chunk_us=20, cpu_GBps=10, cpu_serial_GBps=10, cpu_user_ns=1,
+...               cpu_user_serial_ns=1, cpu_call_us=2, cpu_split_us=40)
 >>> choose(m, 10**8, 8, user=False).path, choose(m, 1000, 8, user=False).path
 ('gpu', 'cpu')
 """
@@ -47,6 +49,8 @@ class HostModel:
     gpu_GBps: float
     #: the GPU path's fixed cost per call: launches, events, reading the result
     gpu_call_us: float
+    #: the GPU path's host cost per chunk, beyond the time its bytes take
+    gpu_chunk_us: float
     #: the cpu backend's built-in ops on all threads, and on one
     cpu_GBps: float
     cpu_serial_GBps: float
@@ -74,7 +78,7 @@ class HostModel:
 #: A machine not measured yet: a slow copy and a slow-to-start GPU path, so that
 #: the cpu backend keeps what it does about as fast.
 DEFAULTS = HostModel(
-    h2d_GBps=8.0, stage_GBps=8.0, gpu_GBps=500.0, gpu_call_us=200.0,
+    h2d_GBps=8.0, stage_GBps=8.0, gpu_GBps=500.0, gpu_call_us=200.0, gpu_chunk_us=400.0,
     cpu_GBps=10.0, cpu_serial_GBps=10.0, cpu_user_ns=1.0, cpu_user_serial_ns=1.0,
     cpu_call_us=5.0, cpu_split_us=50.0,
 )
@@ -107,9 +111,11 @@ def _ms(seconds: float) -> str:
 def gpu_seconds(m: HostModel, nbytes: int, chunk_bytes: int) -> float:
     """The GPU path's time for ``nbytes`` of input in chunks of ``chunk_bytes``."""
     first = min(nbytes, chunk_bytes)
+    chunks = -(-nbytes // chunk_bytes)
     stages = (m.stage_GBps, m.h2d_GBps, m.gpu_GBps)
     fill = sum(first / (rate * 1e9) for rate in stages)
-    return m.gpu_call_us * 1e-6 + fill + (nbytes - first) / (min(stages) * 1e9)
+    fixed = (m.gpu_call_us + chunks * m.gpu_chunk_us) * 1e-6
+    return fixed + fill + (nbytes - first) / (min(stages) * 1e9)
 
 
 def cpu_seconds(m: HostModel, n: int, itemsize: int, user: bool, split_bytes: int,

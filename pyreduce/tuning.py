@@ -34,6 +34,7 @@ import numpy as np
 
 from . import backends, costmodel, tuned
 from .backends import staging
+from .backends.cpu_parallel import PARALLEL_MIN
 from .calibrate import (CPU_SAMPLE_BYTES, SAMPLE_BYTES, best_seconds, cheap_numbers, remember,
                         slope)
 from .interop import inspect
@@ -139,7 +140,7 @@ def calibrate(backend=None, save: bool = True) -> costmodel.HostModel:
     sample = np.random.default_rng(0).random(CPU_SAMPLE_BYTES // 8)
     cpu = backends.get("cpu")
     user = as_monoid(_user_add, src.dtype)
-    serial = src[: (1 << 20)]
+    serial = src[: PARALLEL_MIN]  # one piece: the fold on one thread
     numbers["cpu_user_ns"] = slope(lambda k: best_seconds(lambda: cpu.reduce(sample[:k], user)),
                                    sample.size) * 1e9
     numbers["cpu_user_serial_ns"] = (best_seconds(lambda: cpu.reduce(serial, user))

@@ -373,7 +373,8 @@ def test_small_inputs_are_copied_directly(monkeypatch):
 
 
 def _model(**numbers):
-    base = dict(h2d_GBps=50, stage_GBps=60, gpu_GBps=3000, gpu_call_us=30, cpu_GBps=20,
+    base = dict(h2d_GBps=50, stage_GBps=60, gpu_GBps=3000, gpu_call_us=30, gpu_chunk_us=0,
+                cpu_GBps=20,
                 cpu_serial_GBps=10, cpu_user_ns=0.5, cpu_user_serial_ns=2, cpu_call_us=2,
                 cpu_split_us=40)
     return costmodel.HostModel(**{**base, **numbers}, source="test")
@@ -389,6 +390,36 @@ def test_gpu_time_is_the_slowest_stage_after_the_first_chunk():
         big / 5e9, rel=1e-3)
     fill = chunk / 60e9 + chunk / 50e9 + chunk / 3000e9
     assert costmodel.gpu_seconds(m, chunk, chunk) == pytest.approx(30e-6 + fill)
+
+
+def test_gpu_time_counts_each_chunks_host_cost():
+    chunk = 1 << 20
+    for nbytes, chunks in ((1, 1), (chunk, 1), (chunk + 1, 2), (8 * chunk, 8)):
+        extra = (costmodel.gpu_seconds(_model(gpu_chunk_us=100), nbytes, chunk)
+                 - costmodel.gpu_seconds(_model(), nbytes, chunk))
+        assert extra == pytest.approx(chunks * 100e-6), nbytes
+
+
+#: The quick model measured on an H100 machine with 16 cores (2026-11-27), where
+#: the streamed GPU path took 4.2 ms for 2**20 float64 elements with a lambda and
+#: the cpu backend 1.2 ms on one thread (0.46 ms in pieces of 2**18 elements).
+H100_QUICK = dict(h2d_GBps=44.2, stage_GBps=8.53, gpu_GBps=500.0, gpu_call_us=200.0,
+                  gpu_chunk_us=390.0, cpu_GBps=51.7, cpu_serial_GBps=15.7, cpu_user_ns=0.155,
+                  cpu_user_serial_ns=2.04, cpu_call_us=7.3, cpu_split_us=50.0)
+
+
+@pytest.mark.parametrize("user", [False, True])
+@pytest.mark.parametrize("n", [10**3, 2**20, 10**7, 10**8])
+def test_a_measured_16_core_machine_keeps_host_inputs_on_the_cpu(n, user):
+    """With that machine's numbers and the backends' own thresholds, every host
+    array stays on the cpu backend (as measured there), a lambda of 2**20
+    elements included, which the model without a cost per chunk sent to the GPU."""
+    m = costmodel.HostModel(**H100_QUICK, source="test")
+    chunk_bytes = staging.chunk_elements(n, 8) * 8
+    route = costmodel.choose(m, n, 8, user, chunk_bytes=chunk_bytes,
+                             split_bytes=2 * cpu_parallel.MIN_BYTES,
+                             split_elements=2 * cpu_parallel.PARALLEL_MIN)
+    assert route.path == "cpu", route
 
 
 def test_cpu_time_splits_at_the_backends_thresholds():

@@ -43,8 +43,12 @@ __all__ = ["MIN_BYTES", "pieces", "part_count", "map_pieces", "reduce_ufunc",
 #: float64 take about 250 us to sum there, so smaller pieces would not pay.
 MIN_BYTES = 1 << 22
 
-#: Below this many elements one thread does it all.
-PARALLEL_MIN = 1 << 20
+#: The least elements a thread's piece of a generated fold reads: below twice
+#: this many one thread does it all. A fold of ``a if a > b else b`` takes some
+#: 0.3 ms for 2**18 float64 elements, against 30-40 us to hand a piece to
+#: another thread; on a 16-core machine a fold of 2**20 elements took 0.46 ms
+#: in pieces of 2**18 and 0.64 ms whole (2**21: 0.80 and 1.31 ms).
+PARALLEL_MIN = 1 << 18
 
 
 #: Built-in op name -> the NumPy ufunc with the same semantics.
