@@ -11,7 +11,8 @@ from . import tuned
 from .cache import Memo
 from .dtypes import is_bfloat16, is_tuple
 from .log import logger
-from .spec import BLOCK_SIZES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec, default_items
+from .spec import (BLOCK_SIZES, F32_TILES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec,
+                   default_items, tiles_in_float32)
 from .variants import VARIANTS
 
 __all__ = [
@@ -441,8 +442,10 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     vector = vector_width(items, in_dtype, align, device, tuning.vector_loads)
     # ops with an element map have keys ("mapped", op, map) (pyreduce.ops)
     mapped = isinstance(op_key, tuple) and op_key[:1] == ("mapped",)
+    f32_tiles = (vector > 1 and op_key in F32_TILES and tiles_in_float32(in_dtype)
+                 and not variant.fixed_tree)  # the fixed tree's leaves are its own
     spec = KernelSpec(name, in_dtype, acc_dtype, op_key, block, warp, items, vector,
-                      mapped=mapped)
+                      mapped=mapped, f32_tiles=f32_tiles)
     for dtype in {in_dtype, acc_dtype}:
         if dtype.names is None and items_for(dtype) % variant.items_multiple:
             raise ValueError(

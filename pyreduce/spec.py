@@ -7,19 +7,32 @@ from typing import Hashable
 
 import numpy as np
 
-from .dtypes import check_accumulator, code, fields, is_tuple
+from .dtypes import check_accumulator, code, fields, is_bfloat16, is_tuple
 
 __all__ = ["KernelSpec", "BatchSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD",
-           "default_items", "LEAF"]
+           "default_items", "LEAF", "F32_TILES", "tiles_in_float32"]
 
 WARP_SIZES = (32, 64)
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 ITEMS_PER_THREAD = (1, 2, 4, 8, 16, 32)
 
+#: Op keys of var's ``(count, shift, s, q)`` summaries (``s`` and ``q`` the sums
+#: of ``x - shift`` and of its square, the element map ``(1, x, 0, x - x)``).
+#: For them a first pass may summarise each lane's full tile of a float32 or
+#: half-precision input in float32 (:attr:`KernelSpec.f32_tiles`);
+#: :mod:`pyreduce.structured` adds var's key.
+F32_TILES: set = set()
+
 #: Elements per leaf of the fixed tree of ``deterministic=True``, folded left to
 #: right (:mod:`pyreduce.deterministic` says why 4); a power of two, so that leaves
 #: tile the aligned spans the kernels work on.
 LEAF = 4
+
+
+def tiles_in_float32(dtype: np.dtype) -> bool:
+    """Whether a lane's tile of ``dtype`` elements may be summarised in float32:
+    float32, float16 and bfloat16 (every one of their values is a float32)."""
+    return dtype == np.float32 or dtype == np.float16 or is_bfloat16(dtype)
 
 
 def default_items(dtype: np.dtype) -> int:
@@ -30,6 +43,9 @@ def default_items(dtype: np.dtype) -> int:
 class _LaunchShape:
     """What every spec shares: threads per block, lanes per warp, items per
     thread and the load width, and the names derived from them."""
+
+    #: a 1-D first pass may set it (:attr:`KernelSpec.f32_tiles`); batched kernels not
+    f32_tiles = False
 
     @property
     def warps(self) -> int:
@@ -56,7 +72,9 @@ class _LaunchShape:
         vec = f" v{self.vector}" if self.vector > 1 else ""
         fin = " finish" if self.finish else ""
         done = " finished" if getattr(self, "finisher", None) is not None else ""
-        return f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}{done}"
+        t32 = " t32" if self.f32_tiles else ""
+        return (f"{self.variant} {dt} b{self.block} w{self.warp} i{self.items}{vec}{fin}"
+                f"{t32}{done}")
 
 
 def _check_launch_shape(spec) -> None:
@@ -121,9 +139,20 @@ class KernelSpec(_LaunchShape):
     #: (:mod:`pyreduce.finishers`) and stored as such, not as an accumulator.
     #: ``(finisher key, ddof, outputs)``; ``ddof`` is a literal in the source.
     finisher: Hashable | None = None
+    #: var's summaries (:data:`F32_TILES`) of a float32 or half-precision input:
+    #: each lane's full tile of vector-loaded items is summarised in float32
+    #: (its mean, and the sums of the deviations from it and of their squares,
+    #: pairwise) and enters the float64 accumulator as one summary, instead of
+    #: a float64 merge per element; a tile whose float32 sums are not finite
+    #: (an infinity, a NaN, an overflow) is folded element by element
+    f32_tiles: bool = False
 
     def __post_init__(self):
         _check_launch_shape(self)
+        if self.f32_tiles and (not tiles_in_float32(self.in_dtype) or self.vector == 1
+                               or len(fields(self.acc_dtype)) != 4 or not self.mapped):
+            raise ValueError("f32_tiles summarises vector-loaded float32 or half-precision "
+                             "elements into a mapped (count, shift, s, q) accumulator")
 
 
 #: Kernel families of batched reductions (many results per launch), not variants

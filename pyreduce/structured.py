@@ -63,6 +63,7 @@ from .dtypes import (
     check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
 )
 from .ops import Monoid, function_key, make_monoid, sum_dtype
+from .spec import F32_TILES
 
 __all__ = ["argmax_monoid", "argmin_monoid", "minmax_monoid", "moments_monoid",
            "nansum_monoid", "nanprod_monoid", "mean_dtype", "var_dtype", "STATISTICS",
@@ -307,6 +308,10 @@ def _mul(a, b):
 
 def _key(name, fn, fmap):
     return ("mapped", ("structured", name), function_key(fn), function_key(fmap))
+
+
+#: var's first pass may summarise float32 tiles in float32 (KernelSpec.f32_tiles)
+F32_TILES.add(_key("moments", _moments_op, _moments_map))
 
 
 def _parts(dtype: np.dtype) -> np.dtype:

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 import pyreduce
 from pyreduce import backends, structured
+from pyreduce.dtypes import BFLOAT16
+from pyreduce.planner import DeviceInfo, Tuning, make_plan
 
 from numpy_compare import host_value
 from oracles import REORDERING, P, affine_data, on
@@ -594,3 +596,78 @@ def test_both_orders_of_the_arg_ops_agree():
     assert structured.argmin_monoid(np.dtype(np.float16)).fn is _argmin_op_compare_first
     assert structured.argmax_monoid(np.dtype(np.float64)).fn is _argmax_op
     assert structured.argmin_monoid(np.dtype(np.int32)).fn is _argmin_op
+
+
+# --------------------------------------------------------------------------
+# var of float32 and half precision: each lane's tile summarised in float32
+# (KernelSpec.f32_tiles)
+
+_H100_LIKE = DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256, vector_bytes=16,
+                        l2_bytes=50 << 20)
+
+
+def _var_spec(dtype, statistic="var", align=16, **tuning):
+    m = structured.moments_monoid(np.dtype(dtype), statistic)
+    return make_plan(1 << 20, np.dtype(dtype), m.dtype, m.key, _H100_LIKE, Tuning(**tuning),
+                     0, align, m.commutative).spec
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BFLOAT16])
+def test_var_summarises_float32_tiles_in_float32(dtype):
+    spec = _var_spec(dtype)
+    assert spec.f32_tiles and spec.vector > 1 and " t32" in spec.label
+    assert _var_spec(dtype, "std").f32_tiles  # std is var's summaries too
+    assert not _var_spec(dtype, align=2).f32_tiles  # element loads: element by element
+    assert not _var_spec(dtype, "nanvar").f32_tiles  # NaN is counted out per element
+    assert not _var_spec(dtype, variant="pairwise").f32_tiles  # the fixed tree's leaves
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.complex64])
+def test_var_of_other_dtypes_merges_every_element_in_float64(dtype):
+    assert not _var_spec(dtype).f32_tiles
+    with pytest.raises(ValueError, match="f32_tiles"):
+        dataclasses.replace(_var_spec(np.float64), f32_tiles=True)
+
+
+def _half(name):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [2, 7, 8, 9, 255, 256, 257, 1500, 4099])
+def test_var_in_float32_tiles_is_within_a_few_roundings(gpu_backend, name, n):
+    """Sizes around a lane's items and the simulator's tiles: full tiles are
+    summarised in float32, the rest element by element; var, std and ddof come
+    within a few float32 roundings of the float64 answer, also for data far
+    from zero with a small spread, where NumPy's own float32 var is not."""
+    rng = np.random.default_rng(n)
+    for scale, offset in ((100.0, 3.0), (1e-3 if name == "float32" else 1.0, 1e4)):
+        x = (rng.standard_normal(n) * scale + offset).astype(_half(name))
+        wide = x.astype(np.float64)
+        for ddof in (0, 1):
+            exact = np.var(wide, ddof=ddof)
+            got = pyreduce.var(x, ddof=ddof, **on(gpu_backend))
+            assert got.dtype == np.float32
+            assert abs(float(got) - exact) <= 16 * 2**-24 * exact, (scale, ddof, got, exact)
+        assert float(pyreduce.std(x, **on(gpu_backend))) == pytest.approx(np.std(wide),
+                                                                           rel=2**-20)
+
+
+def test_var_of_tiles_past_float32s_squares_falls_back_element_by_element(gpu_backend):
+    """Deviations of 1e19 square past float32's range in a tile: that tile is
+    folded in float64, and the variance (1e38, a float32) is not infinite."""
+    x = np.zeros(3000, dtype=np.float32)
+    x[::2] = 2e19
+    got = pyreduce.var(x, **on(gpu_backend))
+    assert np.isfinite(got) and float(got) == pytest.approx(np.var(x.astype(np.float64)),
+                                                             rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_var_in_float32_tiles_keeps_numpys_infinities_and_nan(gpu_backend, name):
+    dt = _half(name)
+    for bad in (np.inf, -np.inf, np.nan):
+        x = np.ones(2048, dtype=dt)
+        x[333] = bad
+        assert np.isnan(pyreduce.var(x, **on(gpu_backend)))
+        assert np.isnan(np.var(x.astype(np.float64)))

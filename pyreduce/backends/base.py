@@ -204,7 +204,7 @@ class GeneratedBackend:
             names["fmap"] = fmap
         if is_bfloat16(spec.in_dtype):
             names["bf16_t"] = self.bfloat16_loader()
-        elif spec.half_as_float32:
+        if spec.half_as_float32 or spec.f32_tiles:
             names["f32_t"] = np.float32
         width = 2
         while width <= spec.vector:  # a factory may load a run narrower than the spec's

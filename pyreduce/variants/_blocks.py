@@ -58,16 +58,52 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
     kernel numbers the elements of each row or segment from 0)."""
     if accs:
         return acc_load(spec, src, index)
-    item = value or f"{src}[{index}]"
-    if is_bfloat16(spec.in_dtype):  # its bits, stored as uint16
-        item = f"bf16_t({item})"
-    elif spec.half_as_float32:
-        item = f"f32_t({item})"
+    item = loaded(spec, value or f"{src}[{index}]")
     if spec.mapped:
         return f"acc_t(fmap({position or index}, {item}))"
     if spec.in_dtype == spec.acc_dtype:
         return item  # already an accumulator: a cast would only cost compile time
     return f"acc_t({item})"
+
+
+def loaded(spec: KernelSpec, item: str) -> str:
+    """An element as the kernel computes with it: bfloat16 from its bits, and
+    float16 widened to float32 where :attr:`KernelSpec.half_as_float32` says so."""
+    if is_bfloat16(spec.in_dtype):  # its bits, stored as uint16
+        return f"bf16_t({item})"
+    if spec.half_as_float32:
+        return f"f32_t({item})"
+    return item
+
+
+def pairwise(terms: list[str]) -> str:
+    """``terms`` added as a balanced tree (the rounding of a pairwise sum)."""
+    if len(terms) == 1:
+        return terms[0]
+    half = len(terms) // 2
+    return f"({pairwise(terms[:half])} + {pairwise(terms[half:])})"
+
+
+def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]) -> list[str]:
+    """Lines leaving in ``dst`` var's summary of a lane's full tile
+    (:attr:`KernelSpec.f32_tiles`): ``(count, mean, s, q)``, the tile's mean and
+    the sums of the deviations from it and of their squares, all in float32
+    and pairwise (``s`` is what rounding left of zero). ``values`` are the
+    loaded elements; a tile whose ``q`` is not finite (an infinity or a NaN
+    among them, or squares past float32's range) folds ``items``, each
+    element's own summary, instead."""
+    k = len(values)
+    e = [f"{dst}_e{j}" for j in range(k)]
+    d = [f"({x} - {dst}_m)" for x in e]
+    lines = [f"{x} = {loaded(spec, v)}" for x, v in zip(e, values)]
+    lines += [f"{dst}_m = {pairwise(e)} * f32_t({1 / k!r})",  # 1/k: a power of two, exact
+              f"{dst}_s = {pairwise(d)}",
+              f"{dst}_q = {pairwise([f'{x} * {x}' for x in d])}",
+              f"{dst} = acc_t(({k}.0, {dst}_m, {dst}_s, {dst}_q))"]
+    fold = [f"{dst} = {items[0]}"] + [f"{dst} = {combine(dst, it)}" for it in items[1:]]
+    lines.append(f"if {dst}_q - {dst}_q != 0:  # inf or NaN: element by element\n"
+                 + snippet("\n".join(fold), 1))
+    return lines
 
 
 def acc_load(spec: KernelSpec, array: str, index: str) -> str:
@@ -232,6 +268,8 @@ def fold_items(
         index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
         items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
                  for k in range(count)]
+        if spec.f32_tiles:
+            return "\n".join(loads + tile_moments(spec, dst, values, items))
         return "\n".join(loads + [f"{dst} = {items[0]}"]
                          + [f"{dst} = {combine(dst, item)}" for item in items[1:]])
 
