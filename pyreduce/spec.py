@@ -16,12 +16,14 @@ WARP_SIZES = (32, 64)
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 ITEMS_PER_THREAD = (1, 2, 4, 8, 16, 32)
 
-#: Op keys of var's ``(count, shift, s, q)`` summaries (``s`` and ``q`` the sums
-#: of ``x - shift`` and of its square, the element map ``(1, x, 0, x - x)``).
-#: For them a first pass may summarise each lane's full tile of a float32 or
-#: half-precision input in float32 (:attr:`KernelSpec.f32_tiles`);
-#: :mod:`pyreduce.structured` adds var's key.
-F32_TILES: set = set()
+#: Op keys whose first pass may summarise each lane's full tile of a float32 or
+#: half-precision input in float32 (:attr:`KernelSpec.f32_tiles`), and how:
+#: ``"moments"``, var's ``(count, shift, s, q)`` summaries (``s`` and ``q`` the
+#: sums of ``x - shift`` and of its square; the element map ``(1, x, 0, x - x)``);
+#: ``"argmax"`` and ``"argmin"``, ``(value, index)`` with the element map
+#: ``(x, i)``, the first index of the extreme or of the first NaN.
+#: :mod:`pyreduce.structured` adds the keys.
+F32_TILES: dict = {}
 
 #: Elements per leaf of the fixed tree of ``deterministic=True``, folded left to
 #: right (:mod:`pyreduce.deterministic` says why 4); a power of two, so that leaves
@@ -139,20 +141,22 @@ class KernelSpec(_LaunchShape):
     #: (:mod:`pyreduce.finishers`) and stored as such, not as an accumulator.
     #: ``(finisher key, ddof, outputs)``; ``ddof`` is a literal in the source.
     finisher: Hashable | None = None
-    #: var's summaries (:data:`F32_TILES`) of a float32 or half-precision input:
-    #: each lane's full tile of vector-loaded items is summarised in float32
-    #: (its mean, and the sums of the deviations from it and of their squares,
-    #: pairwise) and enters the float64 accumulator as one summary, instead of
-    #: a float64 merge per element; a tile whose float32 sums are not finite
-    #: (an infinity, a NaN, an overflow) is folded element by element
+    #: an op of :data:`F32_TILES` on a float32 or half-precision input: each
+    #: lane's full tile of vector-loaded items is summarised in float32 and
+    #: enters the accumulator as one value, instead of an op per element. var's
+    #: summary is the tile's mean and the pairwise sums of the deviations from
+    #: it and of their squares (a tile whose float32 sums are not finite, from
+    #: an infinity, a NaN or an overflow, is folded element by element);
+    #: argmax's the tile's first largest element (or first NaN) and its index
+    #: in the tile, an int32
     f32_tiles: bool = False
 
     def __post_init__(self):
         _check_launch_shape(self)
-        if self.f32_tiles and (not tiles_in_float32(self.in_dtype) or self.vector == 1
-                               or len(fields(self.acc_dtype)) != 4 or not self.mapped):
+        if self.f32_tiles and (self.op_key not in F32_TILES or self.vector == 1
+                               or not tiles_in_float32(self.in_dtype) or not self.mapped):
             raise ValueError("f32_tiles summarises vector-loaded float32 or half-precision "
-                             "elements into a mapped (count, shift, s, q) accumulator")
+                             "elements for an op of spec.F32_TILES")
 
 
 #: Kernel families of batched reductions (many results per launch), not variants

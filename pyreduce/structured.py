@@ -310,8 +310,10 @@ def _key(name, fn, fmap):
     return ("mapped", ("structured", name), function_key(fn), function_key(fmap))
 
 
-#: var's first pass may summarise float32 tiles in float32 (KernelSpec.f32_tiles)
-F32_TILES.add(_key("moments", _moments_op, _moments_map))
+#: first passes that may summarise float32 tiles in float32 (KernelSpec.f32_tiles)
+F32_TILES[_key("moments", _moments_op, _moments_map)] = "moments"
+F32_TILES[_key("argmax", _argmax_op_compare_first, _index_map)] = "argmax"
+F32_TILES[_key("argmin", _argmin_op_compare_first, _index_map)] = "argmin"
 
 
 def _parts(dtype: np.dtype) -> np.dtype:

@@ -671,3 +671,42 @@ def test_var_in_float32_tiles_keeps_numpys_infinities_and_nan(gpu_backend, name)
         x[333] = bad
         assert np.isnan(pyreduce.var(x, **on(gpu_backend)))
         assert np.isnan(np.var(x.astype(np.float64)))
+
+
+def _arg_spec(fn, dtype, align=16, **tuning):
+    m = getattr(structured, f"{fn}_monoid")(np.dtype(dtype))
+    return make_plan(1 << 20, np.dtype(dtype), m.dtype, m.key, _H100_LIKE, Tuning(**tuning),
+                     0, align, m.commutative).spec
+
+
+@pytest.mark.parametrize("fn", ["argmax", "argmin"])
+def test_argmax_of_float32_finds_each_tiles_extreme_in_float32(fn):
+    for dtype in (np.float32, np.float16, BFLOAT16):
+        assert _arg_spec(fn, dtype).f32_tiles
+        assert not _arg_spec(fn, dtype, align=2).f32_tiles
+    for dtype in (np.int32, np.float64, np.complex64):  # their ops test NaN first
+        assert not _arg_spec(fn, dtype).f32_tiles
+    assert not _arg_spec("minmax", np.float32).f32_tiles
+
+
+_SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 2.0, 3.5, np.inf, -np.inf, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_argmax_in_float32_tiles_keeps_numpys_index(gpu_backend, name):
+    """Arrays of few distinct values (ties everywhere), signed zeros,
+    infinities and NaN at random places, over sizes around a lane's items and
+    the simulator's tiles: the index is NumPy's, the first of the extreme or of
+    the first NaN."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        n = int(rng.integers(1, 1200))
+        p = rng.dirichlet(np.ones(_SPECIAL.size))
+        if trial % 3 == 0:
+            p[-1] = 0  # no NaN: the extreme's first index
+            p /= p.sum()
+        x = rng.choice(_SPECIAL, size=n, p=p).astype(_half(name))
+        wide = x.astype(np.float32)
+        for fn in ("argmax", "argmin"):
+            got = getattr(pyreduce, fn)(x, **on(gpu_backend))
+            assert int(got) == int(getattr(np, fn)(wide)), (fn, n, trial)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..codegen import indent, render
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple
-from ..spec import KernelSpec
+from ..spec import F32_TILES, KernelSpec
 
 __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
@@ -104,6 +104,25 @@ def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]
     lines.append(f"if {dst}_q - {dst}_q != 0:  # inf or NaN: element by element\n"
                  + snippet("\n".join(fold), 1))
     return lines
+
+
+def tile_arg(spec: KernelSpec, dst: str, values: list[str], first: str,
+             kind: str) -> list[str]:
+    """Lines leaving in ``dst`` argmax's (``kind``: or argmin's) ``(value,
+    index)`` of a lane's full tile (:attr:`KernelSpec.f32_tiles`): the first
+    element a later one does not replace, which a later one does where it is
+    larger (smaller), or NaN, and the one held is not NaN: what the
+    compare-first op folding them left to right keeps, its index counted in the
+    tile as an int32 and added to ``first`` once."""
+    keeps = "<=" if kind == "argmax" else ">="
+    best, at = f"{dst}_b", f"{dst}_j"
+    lines = [f"{best} = {loaded(spec, values[0])}", f"{at} = i32(0)"]
+    for j, v in enumerate(values[1:], 1):
+        e = f"{dst}_e{j}"
+        lines += [f"{e} = {loaded(spec, v)}",
+                  f"if not ({e} {keeps} {best}) and {best} == {best}:",
+                  f"    {best} = {e}", f"    {at} = i32({j})"]
+    return lines + [f"{dst} = acc_t(({best}, {first} + {at}))"]
 
 
 def acc_load(spec: KernelSpec, array: str, index: str) -> str:
@@ -268,8 +287,11 @@ def fold_items(
         index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
         items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
                  for k in range(count)]
-        if spec.f32_tiles:
-            return "\n".join(loads + tile_moments(spec, dst, values, items))
+        if spec.f32_tiles and position is None:
+            kind = F32_TILES[spec.op_key]
+            if kind == "moments":
+                return "\n".join(loads + tile_moments(spec, dst, values, items))
+            return "\n".join(loads + tile_arg(spec, dst, values, first, kind))
         return "\n".join(loads + [f"{dst} = {items[0]}"]
                          + [f"{dst} = {combine(dst, item)}" for item in items[1:]])
 
