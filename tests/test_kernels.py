@@ -492,6 +492,7 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     assert layout(var, np.float32, l2 // 8) == ("last_block_lanes", 8)
     for two in (mean, argmax, minmax):
         assert layout(two, np.float32, 3 * l2) == ("last_block_lanes", 8)
+        assert layout(two, np.float32, 3 * l2 // 2) == ("last_block", 8)  # one tile a loop
         assert layout(two, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
         assert layout(two, np.float32, l2 // 8)[0] == "last_block"
     # complex minmax is not commutative (which NaN wins): ordered variants only
