@@ -123,11 +123,13 @@ def test_vector_loads(backend, K):
 
 @pytest.mark.parametrize("dtype,K,lanes,items", [
     (np.int8, 16, 2, 8), (np.int8, 5, 2, 4), (np.int8, 33, 4, 16), (np.float16, 9, 2, 8),
-    (np.float32, 16, 4, 4), (np.float64, 5, 4, 2),
+    (np.float32, 16, 2, 8), (np.float32, 9, 4, 4), (np.float64, 5, 4, 2),
 ])
 def test_items_of_two_lanes(backend, dtype, K, lanes, items):
     """Without a tuning's items, 2 lanes of a short row of narrow elements take
-    no more items than cover the row (16 int8: 2 x 8, one 8-byte load each)."""
+    no more items than cover the row (16 int8: 2 x 8, one 8-byte load each); a
+    float32 row of 16 or more, two 16-byte loads a lane (2 x 8), a shorter one
+    one (9: 4 x 4)."""
     x = np.random.default_rng(K).integers(-9, 9, (80, K)).astype(dtype)
     spec, got = plan_of(x, "add", 1, dict(backend=backend, tuning=Tuning(block_size=64)),
                         dtype=np.float64)
