@@ -78,6 +78,7 @@ import numpy as np
 
 from .axes import Strided
 from .cache import Memo
+from .dtypes import is_tuple
 from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import DeviceInfo, Tuning, default_items, vector_width
 from .spec import BatchSpec
@@ -149,8 +150,8 @@ class _Shape:
         self.warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
         self.block = tuning.block_size or max(device.default_block, self.warp)
         self.items = tuning.items_per_thread or default_items(in_dtype)
-        #: items of a lane of a group reducing a row of 16 elements or more:
-        #: two 16-byte loads of 4-byte elements. On an H100, float32 row sums
+        #: items of a lane of a group reducing a row of 16 elements or more
+        #: into a scalar: two 16-byte loads of 4-byte elements. On an H100, float32 row sums
         #: of 2**24 x 16 took 383 us in two lanes of 8 against 486 in four of 4
         #: (CuPy 381, PyTorch 1709); of 2**20 x 64, 95 against 126; of 2**20 x
         #: 100, sixteen lanes of 8 217 against 348 for a warp of 4 (CuPy 203).
@@ -282,10 +283,12 @@ def _descriptor(d: Strided) -> tuple:
 
 
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
-    group, lanes = shape.group(d.K, d.M, shape.row_items if d.K >= 16 else shape.items)
+    # two loads a lane: rows of 16 or more, to a scalar (tuple accumulators unmeasured)
+    wide = shape.row_items if d.K >= 16 and not is_tuple(acc_dtype) else shape.items
+    group, lanes = shape.group(d.K, d.M, wide)
     if group != "lanes":  # a thread, a warp or a block a row: one load a lane
         group, lanes = shape.group(d.K, d.M, shape.items)
-    items = shape.row_items if group == "lanes" and d.K >= 16 else shape.items
+    items = wide if group == "lanes" else shape.items
     unit = d.ks == 1
     block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes, items), 1, 1
     wanted = shape.tuning.vector_loads

@@ -132,7 +132,7 @@ def cpu_seconds(m: HostModel, n: int, itemsize: int, user: bool, split_bytes: in
 
 
 def choose(m: HostModel, n: int, itemsize: int, user: bool, *, chunk_bytes: int = 8 << 20,
-           split_bytes: int = 8 << 20, split_elements: int = 2 << 20) -> Route:
+           split_bytes: int = 8 << 20, split_elements: int = 2 << 18) -> Route:
     """The faster path for ``n`` elements of ``itemsize`` bytes (``user``: the op
     is a user's, which the cpu backend folds with generated code). The
     thresholds are the backends' (:mod:`pyreduce.backends.staging`,

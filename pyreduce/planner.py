@@ -285,10 +285,12 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
       float64 4 items two-pass (argmax 714 against 730, minmax 718 against
       797; 748 and 739), mean 721 against 715;
     * between one and two L2 sizes (2**24 float32) var 8 items in one launch
-      (47 us against 67; 35); the other two-field accumulators of a 4-byte
-      input one tile of 8 items a loop (``last_block``: float32 argmax 32.7
-      us against 36.8 with ``last_block_x2``, int32 argmax 30.1 against 35.0;
-      mean and minmax within 0.5 us of it; PyTorch 33.4 and 32.6).
+      (47 us against 67; 35); the accumulators under 32 bytes of a 4-byte
+      input one tile of 8 items a loop (``last_block``; A/B of ``variant=
+      "auto"``: float32 argmax 33.0 us against 35.0 with ``last_block_x2``,
+      int32 argmax 30.1 against 35.2, int32 minmax 29.7 against 33.7, float32
+      mean 32.5 against 32.4; PyTorch 33.8, 32.5, 30.6 and 30.0). This
+      replaces the H200 choice of two tiles below for them.
 
     On an H200, at 2**28 before lane folds (ops that may not be reordered
     keep these): var's four fields (32 bytes and more) 32 items of a 4-byte

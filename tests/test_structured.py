@@ -710,3 +710,19 @@ def test_argmax_in_float32_tiles_keeps_numpys_index(gpu_backend, name):
         for fn in ("argmax", "argmin"):
             got = getattr(pyreduce, fn)(x, **on(gpu_backend))
             assert int(got) == int(getattr(np, fn)(wide)), (fn, n, trial)
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("scale", [1e-18, 1e-21, 1e-23, 1e-25, 1e-30])
+def test_std_of_a_tiny_spread_keeps_the_squares_float32_would_lose(gpu_backend, name, scale):
+    """Deviations below 1e-19 square under float32's normal range: runs whose
+    float32 sum of squares is that small are merged element by element in
+    float64, so std of data spread by 1e-25 is the float64 answer (it was a
+    third of it), and runs of equal elements stay runs."""
+    rng = np.random.default_rng(int(-np.log10(scale)))
+    for x in ((scale * rng.standard_normal(1500)).astype(_half(name)),
+              np.tile((scale * rng.standard_normal(8)).astype(_half(name)), 200),
+              np.r_[np.zeros(512), scale * rng.standard_normal(700)].astype(_half(name))):
+        exact = np.std(x.astype(np.float64))
+        got = pyreduce.std(x, **on(gpu_backend))
+        assert float(got) == pytest.approx(exact, rel=1e-5, abs=0), (got, exact)

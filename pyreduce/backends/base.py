@@ -192,7 +192,7 @@ class GeneratedBackend:
         A tuple accumulator's ``acc_t`` is defined by the module itself
         (:func:`pyreduce.variants._blocks.prelude`) from its fields' ``f<k>_t``,
         which travel in shuffles as ``c<k>_t``."""
-        names = {"gpu": self.gpu, "op": op, "i32": np.int32}
+        names = {"gpu": self.gpu, "op": op, "i32": np.int32, "i64": np.int64}
         if is_tuple(spec.acc_dtype):
             for k, d in enumerate(fields(spec.acc_dtype)):
                 names[f"f{k}_t"], names[f"c{k}_t"] = d.type, carrier(d)

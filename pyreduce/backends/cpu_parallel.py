@@ -43,8 +43,10 @@ __all__ = ["MIN_BYTES", "pieces", "part_count", "map_pieces", "reduce_ufunc",
 #: float64 take about 250 us to sum there, so smaller pieces would not pay.
 MIN_BYTES = 1 << 22
 
-#: The least elements a thread's piece of a generated fold reads: below twice
-#: this many one thread does it all. A fold of ``a if a > b else b`` takes some
+#: The least elements a thread's piece of a generated fold reads (a range of
+#: a 1-D input, or the rows of an axis= or segmented reduction,
+#: :mod:`pyreduce.backends.cpu_batch`): below twice this many one thread does
+#: it all. A fold of ``a if a > b else b`` takes some
 #: 0.3 ms for 2**18 float64 elements, against 30-40 us to hand a piece to
 #: another thread; on a 16-core machine a fold of 2**20 elements took 0.46 ms
 #: in pieces of 2**18 and 0.64 ms whole (2**21: 0.80 and 1.31 ms).

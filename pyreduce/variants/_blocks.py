@@ -84,24 +84,32 @@ def pairwise(terms: list[str]) -> str:
     return f"({pairwise(terms[:half])} + {pairwise(terms[half:])})"
 
 
+#: Below this, a run's float32 sum of squared deviations may have lost the
+#: squares that fell under float32's normal range (2**-126): the run is merged
+#: element by element in float64 instead, unless its deviations are all zero.
+TINY_Q = 2.0**-96
+
+
 def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]) -> list[str]:
-    """Lines leaving in ``dst`` var's summary of a lane's full tile
-    (:attr:`KernelSpec.f32_tiles`): ``(count, mean, s, q)``, the tile's mean and
+    """Lines leaving in ``dst`` var's summary of a lane's run of loaded elements
+    (:attr:`KernelSpec.f32_tiles`): ``(count, mean, s, q)``, the run's mean and
     the sums of the deviations from it and of their squares, all in float32
     and pairwise (``s`` is what rounding left of zero). ``values`` are the
-    loaded elements; a tile whose ``q`` is not finite (an infinity or a NaN
-    among them, or squares past float32's range) folds ``items``, each
-    element's own summary, instead."""
-    k = len(values)
-    e = [f"{dst}_e{j}" for j in range(k)]
-    d = [f"({x} - {dst}_m)" for x in e]
+    loaded elements. A run whose ``q`` float32 cannot hold folds ``items``,
+    each element's own summary, instead: ``q`` not finite (an infinity or a NaN
+    among them, or squares past float32's range), or below :data:`TINY_Q`
+    while some deviation is not zero (squares under float32's normal range)."""
+    k, t = len(values), f"{dst}_t"
+    e = [f"{t}e{j}" for j in range(k)]
+    d = [f"({x} - {t}m)" for x in e]
     lines = [f"{x} = {loaded(spec, v)}" for x, v in zip(e, values)]
-    lines += [f"{dst}_m = {pairwise(e)} * f32_t({1 / k!r})",  # 1/k: a power of two, exact
-              f"{dst}_s = {pairwise(d)}",
-              f"{dst}_q = {pairwise([f'{x} * {x}' for x in d])}",
-              f"{dst} = acc_t(({k}.0, {dst}_m, {dst}_s, {dst}_q))"]
+    lines += [f"{t}m = {pairwise(e)} * f32_t({1 / k!r})",  # 1/k: a power of two, exact
+              f"{t}s = {pairwise(d)}",
+              f"{t}q = {pairwise([f'{x} * {x}' for x in d])}",
+              f"{dst} = acc_t(({k}.0, {t}m, {t}s, {t}q))"]
+    spread = pairwise([f"abs({x})" for x in d])
     fold = [f"{dst} = {items[0]}"] + [f"{dst} = {combine(dst, it)}" for it in items[1:]]
-    lines.append(f"if {dst}_q - {dst}_q != 0:  # inf or NaN: element by element\n"
+    lines.append(f"if {t}q - {t}q != 0 or ({t}q < f32_t({TINY_Q!r}) and {spread} != 0):\n"
                  + snippet("\n".join(fold), 1))
     return lines
 
@@ -109,20 +117,21 @@ def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]
 def tile_arg(spec: KernelSpec, dst: str, values: list[str], first: str,
              kind: str) -> list[str]:
     """Lines leaving in ``dst`` argmax's (``kind``: or argmin's) ``(value,
-    index)`` of a lane's full tile (:attr:`KernelSpec.f32_tiles`): the first
-    element a later one does not replace, which a later one does where it is
-    larger (smaller), or NaN, and the one held is not NaN: what the
-    compare-first op folding them left to right keeps, its index counted in the
-    tile as an int32 and added to ``first`` once."""
+    index)`` of a lane's run of loaded elements (:attr:`KernelSpec.f32_tiles`):
+    the first element a later one does not replace, which a later one does
+    where it is larger (smaller), or NaN, and the one held is not NaN: what the
+    compare-first op folding them left to right keeps, its index counted in
+    the run as an int32 and added to ``first`` once, as an int64."""
     keeps = "<=" if kind == "argmax" else ">="
-    best, at = f"{dst}_b", f"{dst}_j"
+    t = f"{dst}_t"
+    best, at = f"{t}b", f"{t}j"
     lines = [f"{best} = {loaded(spec, values[0])}", f"{at} = i32(0)"]
     for j, v in enumerate(values[1:], 1):
-        e = f"{dst}_e{j}"
+        e = f"{t}e{j}"
         lines += [f"{e} = {loaded(spec, v)}",
                   f"if not ({e} {keeps} {best}) and {best} == {best}:",
                   f"    {best} = {e}", f"    {at} = i32({j})"]
-    return lines + [f"{dst} = acc_t(({best}, {first} + {at}))"]
+    return lines + [f"{dst} = acc_t(({best}, {first} + i64({at})))"]
 
 
 def acc_load(spec: KernelSpec, array: str, index: str) -> str:
