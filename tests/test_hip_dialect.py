@@ -37,7 +37,7 @@ HIP_GPU_NAMES = {
     "threadIdx.x", "blockIdx.x", "blockDim.x", "gridDim.x", "syncthreads", "shared.array",
     "shfl_down", "shfl", "threadfence", "threadfence_block", "jit",
 }
-NAMESPACE = {"gpu", "op", "acc_t", "carry_t", "i32", "atomic_inc"}
+NAMESPACE = {"gpu", "op", "acc_t", "carry_t", "i32", "i64", "atomic_inc"}
 WARP_VARIANTS = [n for n, v in VARIANTS.items() if getattr(v.options, "tail", "warp") != "sync"]
 SHUFFLE_VARIANTS = [n for n, v in VARIANTS.items() if getattr(v.options, "tail", "shuffle")
                     == "shuffle"]
