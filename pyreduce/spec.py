@@ -145,8 +145,9 @@ class KernelSpec(_LaunchShape):
     #: lane's full tile of vector-loaded items is summarised in float32 and
     #: enters the accumulator as one value, instead of an op per element. var's
     #: summary is the tile's mean and the pairwise sums of the deviations from
-    #: it and of their squares (a tile whose float32 sums are not finite, from
-    #: an infinity, a NaN or an overflow, is folded element by element);
+    #: it and of their squares (a tile whose float32 sum of squares is not
+    #: finite, from an infinity, a NaN or an overflow, or so small that squares
+    #: may have underflowed, is folded element by element);
     #: argmax's the tile's first largest element (or first NaN) and its index
     #: in the tile, an int32
     f32_tiles: bool = False

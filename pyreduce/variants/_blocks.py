@@ -108,10 +108,14 @@ def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]
               f"{t}q = {pairwise([f'{x} * {x}' for x in d])}",
               f"{dst} = acc_t(({k}.0, {t}m, {t}s, {t}q))"]
     spread = pairwise([f"abs({x})" for x in d])
-    fold = [f"{dst} = {items[0]}"] + [f"{dst} = {combine(dst, it)}" for it in items[1:]]
     lines.append(f"if {t}q - {t}q != 0 or ({t}q < f32_t({TINY_Q!r}) and {spread} != 0):\n"
-                 + snippet("\n".join(fold), 1))
+                 + snippet("\n".join(chain(dst, items)), 1))
     return lines
+
+
+def chain(dst: str, items: list[str]) -> list[str]:
+    """Lines folding the expressions ``items`` into ``dst`` left to right."""
+    return [f"{dst} = {items[0]}"] + [f"{dst} = {combine(dst, item)}" for item in items[1:]]
 
 
 def tile_arg(spec: KernelSpec, dst: str, values: list[str], first: str,
@@ -301,8 +305,7 @@ def fold_items(
             if kind == "moments":
                 return "\n".join(loads + tile_moments(spec, dst, values, items))
             return "\n".join(loads + tile_arg(spec, dst, values, first, kind))
-        return "\n".join(loads + [f"{dst} = {items[0]}"]
-                         + [f"{dst} = {combine(dst, item)}" for item in items[1:]])
+        return "\n".join(loads + chain(dst, items))
 
     def item(index):
         return element(spec, src, index, at and at(index), accs, position and position(index))
