@@ -61,6 +61,7 @@ def variant(name: str) -> str:
 #: Kernels of batched reductions (``axis=``, segments) shown in docs/axes.md:
 #: name -> ``BatchSpec`` fields beyond ``SPEC`` (4 items per thread).
 BATCHED = {
+    "batch_rows_staged": dict(family="segments", group="staged", row=3),
     "batch_rows_lanes": dict(family="segments", group="lanes", lanes=4, vector=4),
     "batch_rows_warp": dict(family="segments", group="warp", vector=4),
     "batch_rows_block_split": dict(family="segments", group="block", vector=4, split=True),

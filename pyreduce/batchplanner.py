@@ -13,7 +13,14 @@ Which kernel (:mod:`pyreduce.variants.segments`, :mod:`pyreduce.variants.columns
 
 rows (the reduced elements of an output are one run, ``|ks| == 1``, or no
 layout is better)
-    ``K <= THREAD_MAX``: a thread per row. Rows of at most half a warp tile
+    Rows of 2 to ``STAGED_MAX`` elements that lie one after another in memory
+    (row ``m`` at ``off + m * K``), of any type but bool, except rows of 16:
+    the ``staged`` group. A block copies its rows into shared memory,
+    its threads' loads adjacent, and then each thread folds its rows from there
+    (several, where they are short); a group of lanes per row would leave lanes
+    idle and read short runs, a thread per row would read a run of its own
+    (:func:`_staged_rows` has the measurements). Otherwise ``K <= THREAD_MAX``:
+    a thread per row. Rows of at most half a warp tile
     (``warp / 2 * items`` elements): a group of ``G`` lanes per row (the
     ``lanes`` group), ``G`` the smallest power of two, at least 2, with
     ``G * items >= K``, so that a warp reads ``warp / G`` whole rows with
@@ -80,15 +87,27 @@ from .axes import Strided
 from .cache import Memo
 from .dtypes import is_tuple
 from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
-from .planner import DeviceInfo, Tuning, default_items, vector_width
+from .planner import (
+    DeviceInfo, Tuning, default_items, forget_decisions, on_clear_plans, vector_width,
+)
 from .spec import BatchSpec
 from .variants.columns import ROWS, fold_width
+from .variants.segments import staged_words
 
-__all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "WARP_TILES"]
+__all__ = ["BatchPlan", "plan_strided", "plan_segments", "THREAD_MAX", "STAGED_MAX",
+           "WARP_TILES"]
 
 #: rows (segments) of at most this many elements, on average, get a thread each
 #: (against a group of 2 lanes: to be measured on a GPU, see the module's docstring)
 THREAD_MAX = 4
+#: The longest rows the ``staged`` group reduces (at most
+#: :data:`~pyreduce.spec.STAGED_ROW_MAX`); 0 turns the group off
+STAGED_MAX = 31
+#: Shared memory of a staged block's tile, at most (bytes)
+STAGED_BYTES = 16 * 1024
+#: Bytes a thread of the staged group loads, at most, where rows are short
+#: enough for several a thread (64: sixteen float32, as a 1-D kernel's lane)
+STAGED_THREAD_BYTES = 64
 #: rows of at most this many warp tiles get a warp each when rows are plenty
 WARP_TILES = 16
 
@@ -128,7 +147,14 @@ _plans = Memo("batch plans", 256)
 
 
 def clear_plans() -> None:
+    """Forget every batched plan, and (as :func:`pyreduce.planner.clear_plans`
+    does) what was decided with them: a remembered call along axes holds its
+    plan (:mod:`pyreduce.callmemo`)."""
     _plans.clear()
+    forget_decisions()
+
+
+on_clear_plans(_plans.clear)  # forgetting the 1-D plans forgets these too
 
 
 def _memo(key, make):
@@ -282,7 +308,51 @@ def _descriptor(d: Strided) -> tuple:
     return (d.off, d.M, d.Mi, d.so, d.si, d.K, d.ks)
 
 
+def _adjacent_rows(d: Strided) -> bool:
+    """Whether row ``m`` of ``d`` is the ``K`` adjacent elements from ``off + m * K``
+    on: the rows are one dense run of memory, in order."""
+    return (d.ks == 1 and (d.Mi == 1 or d.si == d.K)
+            and (d.Mi == d.M or d.so == d.Mi * d.K))
+
+
+def staged_rows_each(K: int, in_dtype: np.dtype) -> int:
+    """Rows a thread of the staged group folds: the most (a power of two) whose
+    ``K`` elements each stay within :data:`STAGED_THREAD_BYTES` loaded, at least one."""
+    each = 1
+    while 2 * each * K * in_dtype.itemsize <= STAGED_THREAD_BYTES and 2 * each <= 32:
+        each *= 2
+    return each
+
+
+def _staged_block(shape: _Shape, K: int, each: int, in_dtype: np.dtype, M: int) -> int:
+    """Threads of a staged block: the call's block size, halved while the tile
+    of ``block * each * K`` elements would pass :data:`STAGED_BYTES`, and no
+    wider than the rows need."""
+    block = shape.narrow_block(-(-M // each))
+    while (block > shape.warp
+           and staged_words(block, K, each) * in_dtype.itemsize > STAGED_BYTES):
+        block //= 2
+    return block
+
+
+def _staged_rows(d: Strided, in_dtype: np.dtype) -> bool:
+    """Whether the staged group reduces the rows of ``d``: rows one after another
+    of 2 to :data:`STAGED_MAX` elements of any type but bool, except rows of 16
+    (whose threads would read the tile with 16-way bank conflicts). Measured on
+    an H100 (sums of 2**23 rows, device time, CuPy's in the same run):
+    float32 rows of 2, 3, 4, 5, 8, 9, 12, 15 and 24 took 39, 48, 61, 70, 104,
+    115, 151, 183 and 295 us staged against 61, 67, 77, 166, 128, 335, 339, 334
+    and 418 for a thread, two lanes or four lanes a row (CuPy 41, 53, 58, 73,
+    102, 128, 149, 216 and 858); float64 rows of 2 to 4 took the same either
+    way, of 5 to 15 0.43-0.82 the time, of 24 572 us against 1294 (CuPy
+    1036). Rows of 16 took 322 us staged against 190 for two lanes."""
+    return (2 <= d.K <= STAGED_MAX and d.K % 16 != 0 and in_dtype.kind != "b"
+            and _adjacent_rows(d))
+
+
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
+    if _staged_rows(d, in_dtype):
+        return _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped)
     # two loads a lane: rows of 16 or more, to a scalar (tuple accumulators unmeasured)
     wide = shape.row_items if d.K >= 16 and not is_tuple(acc_dtype) else shape.items
     group, lanes = shape.group(d.K, d.M, wide)
@@ -327,6 +397,18 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
         buffers.append(("partials", d.M * parts, acc_dtype, False))
     return BatchPlan("rows", spec, grid, parts, d.M,
                      Schedule(tuple(buffers), tuple(steps), init, d.M))
+
+
+def _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped) -> BatchPlan:
+    each = staged_rows_each(d.K, in_dtype)
+    block = _staged_block(shape, d.K, each, in_dtype, d.M)
+    spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, each,
+                     1, "staged", "rows", True, False, initial, mapped=mapped, row=d.K)
+    grid = -(-d.M // (block * each))
+    init = Ref("init", 0, 1)
+    step = Step(spec, grid, (INPUT, *_descriptor(d), 1, block * each * d.K, OUTPUT, init))
+    return BatchPlan("rows", spec, grid, 1, d.M,
+                     Schedule((("init", 1, acc_dtype, False),), (step,), init, d.M))
 
 
 def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,

@@ -14,19 +14,22 @@ hold, the call takes the full path, which remembers its own decisions instead.
 On the ``cuda`` backend a repeat whose plan is one launch runs in one step
 (:mod:`pyreduce.backends.express`), which checks the device as it launches.
 
-Two kinds of call come here. The plain call: a reduction to one value on a GPU
+Three kinds of call come here. The plain call: a reduction to one value on a GPU
 backend, with no ``axis``, ``keepdims``, ``out``, ``map``, ``check``,
-``deterministic`` or tuning (``variant=``, ``tuning=``): its call shape leaves
-the tuning out, so a tuned call always takes the full path and never finds a
-plain call's decisions. And a structured reduction's one value finished on the
-device (:func:`pyreduce.along.one_value`), whose call shape adds the result's
-shape (``keepdims``), its ``dtype=`` and the tuning, under a key of its own
+``deterministic`` or tuning (``variant=``, ``tuning=``): its call shape leaves the
+tuning out, so a tuned call always takes the full path and never finds a plain
+call's decisions. The same call along some axes of a device input that is read in
+place (:func:`pyreduce.manyvalues.prepare_axes`), whose call shape adds the ``axis``
+as given and ``keepdims``, and whose runner checks the input's strides too (the
+simulator's arrays have none in the key). And a structured reduction's one value
+finished on the device (:func:`pyreduce.along.one_value`), whose call shape adds the
+result's shape (``keepdims``), its ``dtype=`` and the tuning, under a key of its own
 (:func:`remember_runner`, :func:`guarded`). The memo holds its keys (a weak
 reference to a user's operator, a stream object) and their decisions for at most
-:data:`LIMIT` call shapes, the least recently used dropped first, an operator's
-as soon as it is garbage; it is emptied whenever plans are forgotten
-(:func:`pyreduce.cache_clear`, new autotuner choices). Identity and initial
-values are told apart by their bits, so ``initial=-0.0`` is not ``initial=0.0``.
+:data:`LIMIT` call shapes, the least recently used dropped first, an operator's as
+soon as it is garbage; it is emptied whenever plans are forgotten
+(:func:`pyreduce.cache_clear`, new autotuner choices). Identity and initial values
+are told apart by their bits, so ``initial=-0.0`` is not ``initial=0.0``.
 """
 
 from __future__ import annotations

@@ -259,12 +259,11 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     as :func:`reduce` takes it: None follows the input (callers inside the
     library that need a host value pass False)."""
     device_result = checked_device_result(device_result)
-    plain = (axis is None and not keepdims and out is None and map is None and check is False
-             and deterministic is False and where is True
-             and (tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING))
+    plain = (out is None and map is None and check is False and deterministic is False
+             and where is True and (tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING))
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.callmemo)
         memo_key, result = _repeat(info, op, identity, initial, dtype, backend, stream,
-                                   device_result)
+                                   device_result, axis, keepdims)
         if result is not _MISS:
             return result
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
@@ -296,8 +295,11 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     axes = normalize_axes(axis, ndim)
     if len(axes) < ndim:
         axes_take(monoid, deterministic)
-        return manyvalues.reduce_axes(info, monoid, axes, keepdims, initial, backend, tuning,
-                                      stream, device_result, out)
+        batched = manyvalues.prepare_axes(info, monoid, axes, keepdims, initial, backend,
+                                          tuning, stream, device_result, out)
+        if plain and memo_key is not None and batched.repeat is not None:
+            callmemo.remember_runner(memo_key, batched.repeat, op)
+        return batched.run()
     call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
@@ -313,10 +315,15 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
 _MISS = callmemo.MISS
 
 
-def _repeat(info, op, identity, initial, dtype, backend, stream, device_result):
+def _repeat(info, op, identity, initial, dtype, backend, stream, device_result, axis,
+            keepdims):
     """``(call shape, result)`` of a plain call: the result of its remembered
-    decisions (:mod:`pyreduce.callmemo`), or :data:`_MISS` when there are none."""
+    decisions (:mod:`pyreduce.callmemo`), or :data:`_MISS` when there are none.
+    A call along axes has a call shape of its own (the ``axis`` as given, and
+    ``keepdims``)."""
     k = callmemo.key(info, op, identity, initial, dtype, backend, stream)
     if k is None:
         return k, _MISS
+    if axis is not None or keepdims:
+        k = ("axes", axis, keepdims, k)
     return k, callmemo.run(k, info, op, device_result)

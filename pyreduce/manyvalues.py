@@ -154,9 +154,22 @@ def _host_input(info) -> np.ndarray:
     return bfloat16_to_float32(host) if is_bfloat16(info.dtype) else host
 
 
-def device_layout(be, info, axes: tuple, stream):
-    """``(window, Strided)``: the input on the device as a 1-D window and the
-    description of the reduction over it (see the module docstring)."""
+class _Source:
+    """The input on the device for a batched plan (:func:`device_layout`), with
+    the :class:`~pyreduce.axes.Strided` description and whether the input's own
+    strides gave it (``described``), so that another input with those strides
+    is read in place the same way."""
+
+    __slots__ = ("window", "d", "described", "strides")
+
+    def __init__(self, window, d, described, strides=None):
+        self.window, self.d, self.described, self.strides = window, d, described, strides
+
+
+def device_layout(be, info, axes: tuple, stream) -> _Source:
+    """The input on the device as a 1-D window and the
+    :class:`~pyreduce.axes.Strided` description of the reduction over it (see
+    the module docstring), as a :class:`_Source`."""
     ndim = len(info.shape)
     kept = tuple(a for a in range(ndim) if a not in axes)
     perm = kept + axes
@@ -166,10 +179,10 @@ def device_layout(be, info, axes: tuple, stream):
         strides = be.input_strides(info)
         d = None if strides is None else describe(info.shape, strides, itemsize, axes)
         if d is not None:
-            return be.input_span(info, d.off, d.span, stream), d
+            return _Source(be.input_span(info, d.off, d.span, stream), d, True, strides)
         flat = be.gather_input(info, perm, stream)
         shape = tuple(info.shape[a] for a in perm)
-        return flat, describe(shape, c_strides(shape, itemsize), itemsize, last)
+        return _Source(flat, describe(shape, c_strides(shape, itemsize), itemsize, last), False)
     host = info.host
     d = describe(host.shape, host.strides, itemsize, axes)
     if d is None or d.span > host.size:  # a sliced view: upload only its elements
@@ -178,7 +191,7 @@ def device_layout(be, info, axes: tuple, stream):
     if d is None:  # no strided description: rows of the reduced elements
         host = np.ascontiguousarray(host.transpose(perm))
         d = describe(host.shape, host.strides, itemsize, last)
-    return be.upload(span_view(host, d.off, d.span), stream), d
+    return _Source(be.upload(span_view(host, d.off, d.span), stream), d, False)
 
 
 class Batched:
@@ -187,9 +200,13 @@ class Batched:
     :class:`~pyreduce.batchplanner.BatchPlan`. ``run()`` performs it;
     :func:`pyreduce.explain` reads it."""
 
-    def __init__(self, backend, run, device=None, plan=None, monoid=None):
+    def __init__(self, backend, run, device=None, plan=None, monoid=None, repeat=None):
         self.backend, self.run, self.device, self.plan = backend, run, device, plan
         self.monoid = monoid
+        #: ``repeat(info, device_result)``: the same call on another input of the
+        #: same call shape, without its decisions, or ``callmemo.MISS`` where one
+        #: does not hold (:func:`_repeat_runner`); None where a call cannot repeat
+        self.repeat = repeat
 
 
 def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,
@@ -217,18 +234,47 @@ def prepare_axes(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, bac
             be.reduce_axes(_host_input(info), monoid, axes, initial)))
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, stream,
                                       initial is not None)
-    return Batched(be, lambda: result.launch(be.executable(plan, monoid, device), src, initial),
-                   device, plan, monoid)
+    run = lambda: result.launch(be.executable(plan, monoid, device), src.window, initial)  # noqa: E731
+    repeat = None
+    if out is None and not raw and info.on_device and src.described:
+        repeat = _repeat_runner(be, monoid, plan, device, src, result.shape, initial, stream)
+    return Batched(be, run, device, plan, monoid, repeat)
 
 
 def _strided_plan(be, info, monoid: Monoid, axes: tuple, tuning, stream, initial: bool):
-    """``(device, src, plan)``: the device, the input there (:func:`device_layout`)
-    and the batched plan of the reduction of ``axes`` on a GPU backend."""
+    """``(device, src, plan)``: the device, the input there (a :class:`_Source`
+    of :func:`device_layout`) and the batched plan of the reduction of ``axes``
+    on a GPU backend."""
     device = be.device(tuning.warp_size)
-    src, d = device_layout(be, info, axes, stream)
-    plan = plan_strided(d, info.dtype, monoid.dtype, monoid.key, device, tuning, initial,
-                        be.alignment(src), monoid.map is not None, monoid.commutative)
+    src = device_layout(be, info, axes, stream)
+    plan = plan_strided(src.d, info.dtype, monoid.dtype, monoid.key, device, tuning, initial,
+                        be.alignment(src.window), monoid.map is not None, monoid.commutative)
     return device, src, plan
+
+
+def _repeat_runner(be, monoid: Monoid, plan, device, src, shape: tuple, initial, stream):
+    """A runner for :func:`pyreduce.callmemo.remember_runner`: the reduction
+    planned for ``src`` on another device input of the same call shape (dtype,
+    shape, strides, producer stream: the memo's key), launched without
+    inspecting its layout or planning again. It checks what the key does not
+    hold: the thread's device, the input's strides (the simulator's arrays
+    have none in the key) and the alignment of its window (the plan's)."""
+    device_id, d, strides = be.device_id(), src.d, src.strides
+    align, executable = be.alignment(src.window), None
+
+    def runner(info, device_result):
+        nonlocal executable
+        if be.device_id() != device_id or be.input_strides(info) != strides:
+            return callmemo.MISS
+        window = be.input_span(info, d.off, d.span, stream)
+        if be.alignment(window) != align:
+            return callmemo.MISS
+        if executable is None:
+            executable = be.executable(plan, monoid, device)
+        result = Result(be, monoid.dtype, shape, info, None, device_result, stream)
+        return result.launch(executable, window, initial)
+
+    return runner
 
 
 def reduce_axes(*args) -> object:
@@ -297,7 +343,7 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         placed = tuple(r.host(v) for r, v in zip(results, parts))
         return placed if fin.outputs > 1 else placed[0]
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
-    _run_finished(be, fin, be.executable(plan, monoid, device), src, on,
+    _run_finished(be, fin, be.executable(plan, monoid, device), src.window, on,
                   [r.buffer for r in results], math.prod(shape), _known_flag(fin, K, monoid))
     users = tuple(r.user for r in results)
     return users if fin.outputs > 1 else users[0]

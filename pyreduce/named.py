@@ -22,11 +22,11 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
     the keywords it passes on to ``reduce``, of those ``allowed``."""
     info = inspect(x, masked=True)
     acc = dtype_rule(info.dtype) if dtype is None else dtype
-    if (axis is None and out is None and not keepdims
-            and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs))):
-        # the commonest plain call, straight to its repeat (pyreduce.callmemo)
+    if out is None and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs)):
+        # the commonest plain calls, straight to their repeat (pyreduce.callmemo)
         result = _repeat(info, op, identity, initial, acc, "auto", None,
-                         checked_device_result(kwargs.get("device_result")))[1]
+                         checked_device_result(kwargs.get("device_result")), axis,
+                         keepdims)[1]
         if result is not _MISS:
             return result
     kwargs = settle(name, kwargs)

@@ -366,6 +366,12 @@ def clear_plans() -> None:
     """Forget every remembered plan (and the executables built on them), and
     what was decided with them (:func:`on_clear_plans`)."""
     _plans.clear()
+    forget_decisions()
+
+
+def forget_decisions() -> None:
+    """Run every :func:`on_clear_plans` callback: what was decided with plans
+    (remembered calls, batched plans) is forgotten."""
     for forget in _on_clear:
         forget()
 

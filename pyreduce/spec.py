@@ -48,6 +48,8 @@ class _LaunchShape:
 
     #: a 1-D first pass may set it (:attr:`KernelSpec.f32_tiles`); batched kernels not
     f32_tiles = False
+    #: the ``staged`` group's row length (:attr:`BatchSpec.row`); 0 for every other kernel
+    row = 0
 
     @property
     def warps(self) -> int:
@@ -168,8 +170,12 @@ class KernelSpec(_LaunchShape):
 FAMILIES = ("segments", "columns", "scan")
 #: What reduces one segment in the ``segments`` family: a thread, a group of
 #: ``lanes`` lanes of a warp (a power of two from 2 to half the warp), a warp or
-#: a block.
-GROUPS = ("thread", "lanes", "warp", "block")
+#: a block; or a thread per row of ``row`` elements, after the block has copied
+#: its rows into shared memory with adjacent loads (``staged``).
+GROUPS = ("thread", "lanes", "warp", "block", "staged")
+#: The longest row the ``staged`` group takes: each thread keeps ``row``
+#: loaded elements in registers before they go to shared memory.
+STAGED_ROW_MAX = 32
 #: Where a segment's elements are: ``rows`` (output ``m``'s elements at
 #: ``off + (m // Mi) * so + (m % Mi) * si + k * ks``) or ``offsets``
 #: (``x[offsets[m] : offsets[m + 1]]``).
@@ -217,9 +223,21 @@ class BatchSpec(_LaunchShape):
     #: shared memory, which reorders (commutative ops only;
     #: :mod:`pyreduce.variants.columns`)
     narrow: bool = False
+    #: the ``staged`` group's row length, a literal in its loads and its fold (0
+    #: for every other group): a block's ``block`` rows are ``block * row``
+    #: adjacent elements, copied into shared memory ``row`` loads a thread, a
+    #: warp's loads adjacent, then folded from there, a thread a row
+    row: int = 0
 
     def __post_init__(self):
         _check_launch_shape(self)
+        if (self.group == "staged") != bool(self.row):
+            raise ValueError("row= is the staged group's row length, and that group needs one")
+        if self.row and not (2 <= self.row <= STAGED_ROW_MAX and self.source == "rows"
+                             and self.unit and self.vector == 1 and not self.split
+                             and not self.finish and self.family == "segments"):
+            raise ValueError(f"the staged group reads whole rows of 2 to {STAGED_ROW_MAX} "
+                             "adjacent elements of the input, with scalar loads, in one pass")
         if self.family not in FAMILIES:
             raise ValueError(f"unknown kernel family {self.family!r}; known: {FAMILIES}")
         if self.group not in GROUPS:
@@ -253,7 +271,8 @@ class BatchSpec(_LaunchShape):
         if self.family == "columns":
             parts = ["columns_narrow" if self.narrow else "columns"]
         else:
-            parts = [self.source, f"lanes{self.lanes}" if self.lanes else self.group]
+            parts = [self.source, f"lanes{self.lanes}" if self.lanes
+                     else f"staged{self.row}" if self.row else self.group]
         parts += [] if self.unit else ["strided"]
         parts += ["split"] if self.split else []
         parts += ["init"] if self.initial else []

@@ -353,11 +353,11 @@ GPU_DEVICE = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256
 
 @pytest.mark.parametrize("device,shape,axis,kind,group,parts", [
     (SIM_DEVICE, (3, 50, 40), 2, "rows", "lanes8", 1),   # 8 lanes of 8 items
-    (SIM_DEVICE, (3, 50, 9), 2, "rows", "lanes4", 1),
+    (SIM_DEVICE, (3, 50, 9), 2, "rows", "staged", 1),    # rows one after another
     (SIM_DEVICE, (3, 20, 100), 2, "rows", "lanes16", 1),
     (SIM_DEVICE, (3, 20, 200), 2, "rows", "warp", 1),
     (SIM_DEVICE, (1, 600), 1, "rows", "block", 3),       # tiles of 256: 3 parts
-    (SIM_DEVICE, (300, 3), 1, "rows", "thread", 1),
+    (SIM_DEVICE, (300, 3), 1, "rows", "staged", 1),
     (SIM_DEVICE, (50, 40), 0, "columns", "block", 4),
     (SIM_DEVICE, (9, 70), 0, "columns", "block", 3),     # parts of 3 rows
     (GPU_DEVICE, (2**14, 2**14), 1, "rows", "block", 1),
@@ -365,12 +365,16 @@ GPU_DEVICE = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256
     (GPU_DEVICE, (2**20, 100), 1, "rows", "lanes16", 1),  # 8 items a lane from 16
     (GPU_DEVICE, (2**20, 300), 1, "rows", "warp", 1),
     (GPU_DEVICE, (2**24, 16), 1, "rows", "lanes2", 1),   # the tall-skinny case
-    (GPU_DEVICE, (2**20, 32), 1, "rows", "lanes4", 1),
+    (GPU_DEVICE, (2**20, 32), 1, "rows", "lanes4", 1),   # longer than staged rows
     (GPU_DEVICE, (2**20, 64), 1, "rows", "lanes8", 1),
     (GPU_DEVICE, (2**20, 65), 1, "rows", "lanes16", 1),
-    (GPU_DEVICE, (2**20, 9), 1, "rows", "lanes4", 1),    # shorter than 16: 4 items
-    (GPU_DEVICE, (2**20, 5), 1, "rows", "lanes2", 1),
-    (GPU_DEVICE, (2**20, 4), 1, "rows", "thread", 1),
+    (GPU_DEVICE, (2**20, 9), 1, "rows", "staged", 1),
+    (GPU_DEVICE, (2**20, 5), 1, "rows", "staged", 1),
+    (GPU_DEVICE, (2**20, 4), 1, "rows", "staged", 1),
+    (GPU_DEVICE, (2**20, 24), 1, "rows", "staged", 1),
+    (GPU_DEVICE, (2**20, 31), 1, "rows", "staged", 1),
+    (GPU_DEVICE, (2**20, 15), 1, "rows", "staged", 1),
+    (GPU_DEVICE, (2**20, 16), 1, "rows", "lanes2", 1),
     (GPU_DEVICE, (4, 2**26), 1, "rows", "block", 525),
     (GPU_DEVICE, (2**17, 2**17), 1, "rows", "block", 1),      # 2**34 elements
 ])
@@ -383,7 +387,7 @@ def test_kernel_kinds(device, shape, axis, kind, group, parts):
     spec = plan.spec
     chosen = f"lanes{spec.lanes}" if spec.group == "lanes" else spec.group
     assert (plan.kind, chosen if kind == "rows" else "block", plan.parts) == (kind, group, parts)
-    if plan.spec.unit and plan.kind == "rows" and group != "thread":
+    if plan.spec.unit and plan.kind == "rows" and group not in ("thread", "staged"):
         # aligned rows of float32: 16-byte loads (rows of 9 or 65: scalar)
         assert plan.spec.vector == (4 if shape[-1] % 4 == 0 else 1)
     assert plan.grid < 2**31

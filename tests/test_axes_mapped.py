@@ -185,6 +185,8 @@ SIM = dict(block_size=64, max_blocks=3)
 #: (name, base shape, view, axis, tuning, (kind, group, unit, split)) in the simulator
 KINDS = [
     ("thread", (5, 3), None, 1, {}, ("rows", "thread", True, False)),
+    ("staged", (9, 11), None, 1, {}, ("rows", "staged", True, False)),
+    ("staged, three axes", (4, 6, 5), None, 2, {}, ("rows", "staged", True, False)),
     ("thread strided", (3, 4), "T", 1, {"items_per_thread": 1},
      ("rows", "thread", False, False)),
     ("lanes vector", (5, 40), None, 1, {}, ("rows", "lanes", True, False)),
@@ -210,12 +212,24 @@ KINDS = [
 VIEWS = {None: lambda a: a, "T": lambda a: a.T, "reversed": lambda a: a[:, ::-1]}
 
 
+@pytest.fixture
+def fresh_plans():
+    """Plans made by a test with the planner's constants patched are forgotten
+    after it."""
+    yield
+    batchplanner.clear_plans()
+
+
 @pytest.mark.parametrize("name,shape,view,axis,tuning,kind", KINDS, ids=[k[0] for k in KINDS])
-def test_kernel_kinds(backend, name, shape, view, axis, tuning, kind):
+def test_kernel_kinds(backend, name, shape, view, axis, tuning, kind, fresh_plans, monkeypatch):
     """The first index of the maximum of every lane, and the maximum, on every
     kernel kind, for host inputs and (GPU backends) the same view of a device
     array, read in place or gathered; the index sums ``sum(i)`` (``K (K - 1) /
-    2`` per lane) too."""
+    2`` per lane) too. Short rows one after another take the staged group
+    except where a case names another kernel."""
+    if kind[1] != "staged":
+        monkeypatch.setattr(batchplanner, "STAGED_MAX", 0)
+    batchplanner.clear_plans()
     base = ties(shape, seed=len(name))
     x = VIEWS[view](base)
     options = dict(backend=backend)

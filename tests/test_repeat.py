@@ -214,3 +214,85 @@ def test_repeats_of_structured_one_values_read_their_own_input(gpu_backend, monk
             assert np.isinf(_host(got))
     # each call shape prepared once per library, however many inputs
     assert prepares[0] == 7 * len(libs)
+
+
+@pytest.fixture
+def axis_prepares(monkeypatch):
+    """The number of full-path calls along axes (``prepare_axes``) since the test
+    began, the remembered calls forgotten first."""
+    from pyreduce import general, manyvalues
+
+    count = [0]
+    real = manyvalues.prepare_axes
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(manyvalues, "prepare_axes", counting)
+    callmemo.clear()
+    yield count
+    callmemo.clear()
+    assert general.manyvalues is manyvalues
+
+
+def _rows_of(op, x, axis):
+    """``op`` folded left to right along ``axis`` of a 2-D integer array."""
+    lanes = np.moveaxis(x, axis, -1)
+    rows = lanes.reshape(-1, lanes.shape[-1])
+    return np.array([functools.reduce(op, row.tolist()) for row in rows])
+
+
+@pytest.mark.parametrize("axis", [1, 0, -1, (1,)])
+def test_repeats_along_an_axis_read_their_own_input(gpu_backend, axis_prepares, axis):
+    rng = np.random.default_rng(11)
+    xs = [noncommutative(rng, 37 * 9).reshape(37, 9) for _ in range(3)]
+    for x in xs:
+        got = _host(pyreduce.reduce(device(x), affine, axis=axis, backend=gpu_backend))
+        ax = axis[0] if isinstance(axis, tuple) else axis
+        assert got.tolist() == _rows_of(affine, x, ax).tolist()
+    assert axis_prepares[0] == 1
+    for keepdims in (True, True):  # a call shape of its own
+        got = _host(pyreduce.reduce(device(xs[0]), affine, axis=axis, keepdims=keepdims,
+                                    backend=gpu_backend))
+        ax = axis[0] if isinstance(axis, tuple) else axis
+        assert got.shape == tuple(1 if i == ax % 2 else n for i, n in enumerate(xs[0].shape))
+    assert axis_prepares[0] == 2
+
+
+def test_repeats_along_an_axis_check_strides_alignment_and_initial(gpu_backend, axis_prepares):
+    rng = np.random.default_rng(12)
+    x = noncommutative(rng, 40 * 9).reshape(40, 9)
+    f = np.asfortranarray(x)
+    d, df = device(x), device(f)
+    for arr, dev in ((x, d), (f, df), (x, d), (f, df)):  # one shape, two layouts
+        got = _host(pyreduce.reduce(dev, affine, axis=1, backend=gpu_backend))
+        assert got.tolist() == _rows_of(affine, arr, 1).tolist()
+    wide = rng.integers(-99, 99, 64 * 40).astype(np.int32)
+    flat = device(wide)
+    for start in (0, 1, 2, 3, 0, 2):  # rows of 32 bytes at 16-, 4- and 8-byte alignment
+        view = flat[start:start + 40 * 32].reshape(40, 32)
+        want = wide[start:start + 40 * 32].reshape(40, 32).sum(axis=1)
+        assert _host(pyreduce.sum(view, axis=1, backend=gpu_backend)).tolist() == want.tolist()
+    for initial in (5, 5, 7):
+        got = _host(pyreduce.reduce(d, affine, axis=0, initial=initial, backend=gpu_backend))
+        want = [functools.reduce(affine, [initial] + col.tolist()) for col in x.T]
+        assert got.tolist() == want
+    out = pyreduce.sum(d, axis=1, backend=gpu_backend, device_result=True)
+    assert _host(out).tolist() == x.sum(axis=1).tolist()
+
+
+def test_along_an_axis_only_plain_calls_are_remembered(gpu_backend, axis_prepares):
+    x = np.random.default_rng(13).standard_normal((20, 30))
+    d = device(x)
+    for _ in range(2):
+        out = device(np.zeros(20))
+        pyreduce.sum(d, axis=1, backend=gpu_backend, out=out)
+        np.testing.assert_allclose(out.copy_to_host(), x.sum(axis=1))
+        got = pyreduce.sum(d, axis=1, backend=gpu_backend,
+                           tuning=pyreduce.Tuning(block_size=64))
+        np.testing.assert_allclose(_host(got), x.sum(axis=1))
+        got = pyreduce.sum(x, axis=1, backend=gpu_backend)  # a host input
+        np.testing.assert_allclose(got, x.sum(axis=1))
+    assert axis_prepares[0] == 6
+    assert not callmemo._MEMO

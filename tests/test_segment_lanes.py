@@ -47,6 +47,17 @@ def backend(gpu_backend):
     return gpu_backend
 
 
+@pytest.fixture(autouse=True)
+def lanes_not_staged(monkeypatch):
+    """Short rows that lie one after another go to the ``staged`` group
+    (``tests/test_staged_rows.py``); here they keep the lanes and thread kernels
+    that every other short row takes, so that those are tested on every length."""
+    monkeypatch.setattr(batchplanner, "STAGED_MAX", 0)
+    batchplanner.clear_plans()
+    yield
+    batchplanner.clear_plans()
+
+
 def calls_on(backend, items=4, warp=32):
     """The keywords of a call on ``backend`` (``gpu_backend``: cuda, sim) with
     :func:`tuning`; a warp of 64 lanes is the simulator's only."""

@@ -21,7 +21,7 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import Kernel, compile_module
 from ..driver import Executable, resolve
-from ..dtypes import carrier, code, fields, is_bfloat16, is_tuple
+from ..dtypes import carrier, code, fields, is_bfloat16, is_tuple, storage
 from ..finishing import finish_source
 from ..flatten import gather_source
 from ..forks import renew_in_child
@@ -206,6 +206,8 @@ class GeneratedBackend:
             names["bf16_t"] = self.bfloat16_loader()
         if spec.half_as_float32 or spec.f32_tiles:
             names["f32_t"] = np.float32
+        if spec.row:  # the staged group's shared tile holds the input as it is stored
+            names["x_t"] = storage(spec.in_dtype).type
         width = 2
         while width <= spec.vector:  # a factory may load a run narrower than the spec's
             names[f"vload{width}"] = self.vector_load(width)

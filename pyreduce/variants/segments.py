@@ -36,6 +36,11 @@ What reduces one segment is the spec's ``group``:
     a block per segment, or per part of one
     (:func:`~pyreduce.variants._blocks.block_fold`): each warp owns a contiguous
     slice, the warps meet in shared memory in order.
+``staged``
+    rows of ``spec.row`` elements one after another (``rows`` only, unit
+    stride): a block copies ``block * items`` whole rows into shared memory
+    with adjacent loads, then each thread folds ``items`` of them, in order
+    (:func:`_staged`).
 
 With ``split`` a block owns one *part* of a segment: segment ``m`` of length
 ``L`` is cut into pieces of ``chunk(L) = ceil(ceil(L / parts) / grain) * grain``
@@ -217,7 +222,70 @@ def _block(spec: BatchSpec, dialect) -> str:
     )
 
 
-_GROUPS = {"thread": _thread, "lanes": _warp, "warp": _warp, "block": _block}
+def staged_words(block: int, row: int, rows_each: int = 1) -> int:
+    """Elements of the staged group's shared tile: ``block * rows_each`` rows of
+    ``row``."""
+    return block * rows_each * row
+
+
+def _staged(spec: BatchSpec, dialect) -> str:
+    """A thread per row, the block's rows staged in shared memory: block ``b``
+    owns rows ``b * B * E ...`` (``E = spec.items`` rows a thread), ``B * E *
+    row`` adjacent elements from the first one's origin on. Each thread loads
+    ``E * row`` of them ``B`` apart (a warp's loads adjacent) and stores them
+    where they lie in the tile; all are loaded before any is stored, so the
+    loads are in flight together. After the barrier thread ``t`` folds rows
+    ``t, t + B, ...``, each in order, from the tile. Every index is the
+    thread's base plus a literal, so a load, a store and a read of the tile
+    are one instruction each (the kernel is bound by its instructions, not by
+    memory): a block of whole rows loads without bounds, the grid's last
+    block clamps its loads to its last element and stores only its own. A row
+    of an even length meets bank conflicts as its thread reads it (two-way, or
+    four-way for rows of 12); padding the tile costs more instructions."""
+    B, R, E = spec.block, spec.row, spec.items
+    count = E * R
+    full = "\n".join(f"v{c} = x[base + {c * B}]" for c in range(count))
+    full += "\n" + "\n".join(f"tile[tid + {c * B}] = v{c}" for c in range(count))
+    part = "\n".join(f"v{c} = x[min(base + {c * B}, last)]" for c in range(count))
+    part += "\n" + "\n".join(f"if tid < total - {c * B}:\n    tile[tid + {c * B}] = v{c}"
+                              for c in range(count))
+
+    def fold(i: int) -> str:
+        def at(j: int) -> str:
+            return element(spec, "tile", "", f"tile[q + {i * B * R + j}]", position=str(j))
+
+        lines = [f"acc = {at(0)}"] + [f"acc = {combine('acc', at(j))}" for j in range(1, R)]
+        lines += [f"seg = first + tid + {i * B}", _write(spec, "acc")]
+        return f"if tid < rows - {i * B}:\n" + snippet("\n".join(lines), 1)
+
+    return render(
+        """
+        tid = ${tid}
+        seg = ${bid} * ${BE}
+        first = seg
+        rows = min(${BE}, M - seg)
+        ${locate}
+        base = origin + tid
+        tile = ${shared}
+        if rows == ${BE}:
+        ${full}
+        else:
+            total = rows * ${R}
+            last = origin + total - 1
+        ${part}
+        ${sync}
+        q = tid * ${R}
+        ${rows}
+        """,
+        tid=dialect.thread_idx(), bid=dialect.block_idx(), BE=B * E, R=R,
+        locate=_locate(spec), shared=dialect.shared_array(staged_words(B, R, E), "x_t"),
+        full=snippet(full, 1), part=snippet(part, 1), sync=dialect.syncthreads(),
+        rows="\n".join(fold(i) for i in range(E)),
+    )
+
+
+_GROUPS = {"thread": _thread, "lanes": _warp, "warp": _warp, "block": _block,
+           "staged": _staged}
 
 
 def build(spec: BatchSpec, dialect, name: str) -> str:

@@ -99,6 +99,10 @@ def batch_kinds(wave: int) -> list[tuple[str, dict]]:
                                                     split=True)))
         # the finishing pass over a split pass's partials: batchplanner._finish_spec
         kinds.append((f"{source} finish", dict(group="warp", source=source, finish=True)))
+    for row in (2, 7, 15, 24):  # rows one after another, staged in LDS
+        kinds.append((f"rows staged{row}", dict(group="staged", row=row, source="rows")))
+    kinds.append(("rows staged5 initial", dict(group="staged", row=5, source="rows",
+                                               initial=True)))
     for group, lanes in (("thread", 0), ("lanes", 4), ("warp", 0), ("block", 0)):
         label = f"lanes{lanes}" if lanes else group
         kinds.append((f"rows {label} strided",
@@ -127,10 +131,13 @@ def batch_spec(monoid, in_dtype, fields: dict, wave: int, block: int):
 
     fields = dict(fields)
     family = fields.pop("family", "segments")
+    from pyreduce.batchplanner import staged_rows_each
+
     finish = fields.get("finish", False)
     acc = monoid.dtype
     in_dtype = acc if finish else np.dtype(in_dtype)
-    items = default_items(acc if finish else in_dtype)
+    items = (staged_rows_each(fields["row"], in_dtype) if fields.get("row")
+             else default_items(acc if finish else in_dtype))
     return BatchSpec(family, in_dtype, acc, monoid.key, block, wave, items,
                      mapped=monoid.map is not None and not finish, **fields)
 
@@ -169,13 +176,20 @@ def batch_expect(spec) -> dict:
     row's columns in LDS in the narrow columns kernel, neither otherwise."""
     from pyreduce.variants.columns import fold_width
 
-    shuffles = spec.family == "segments" and spec.group != "thread"
+    from pyreduce.dtypes import storage
+    from pyreduce.variants.segments import staged_words
+
+    shuffles = spec.family == "segments" and spec.group not in ("thread", "staged")
     block = spec.family == "segments" and spec.group == "block"
     acc = spec.acc_dtype.itemsize if spec.acc_dtype.names is None else sum(
         spec.acc_dtype.fields[f][0].itemsize for f in spec.acc_dtype.names)
     lds = (spec.warps * acc if block else
-           fold_width(spec.block, spec.items, spec.acc_dtype) * acc if spec.narrow else 0)
-    return dict(cross_lane=shuffles, barrier=block or spec.narrow, atomic=False, lds=lds)
+           fold_width(spec.block, spec.items, spec.acc_dtype) * acc if spec.narrow else
+           staged_words(spec.block, spec.row, spec.items) * storage(spec.in_dtype).itemsize
+           if spec.row
+           else 0)
+    return dict(cross_lane=shuffles, barrier=block or spec.narrow or bool(spec.row),
+                atomic=False, lds=lds)
 
 
 #: a shuffle's width argument: the last argument of HIP's shfl/shfl_down
@@ -193,7 +207,7 @@ def batch_source_checks(src: str, spec) -> list[str]:
     calls = src.count("gpu.shfl")
     if len(widths) != calls:
         bad.append(f"{calls - len(widths)} shuffles without a literal width")
-    shuffles = spec.family == "segments" and spec.group != "thread"
+    shuffles = spec.family == "segments" and spec.group not in ("thread", "staged")
     if shuffles:
         width = str(spec.width)
         if not widths or set(widths) != {width}:
