@@ -100,6 +100,25 @@ def _call_shape(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backe
     return callmemo.key(info, monoid, None, None, shape, backend, stream)
 
 
+def axes_call_shape(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype,
+                    backend: str, tuning, stream):
+    """The call shape of a structured reduction along ``axes`` (normalised) of a
+    device input, whose results are made by the call (no ``out=``): callmemo's,
+    with the axes, ``keepdims``, ``dtype=`` and the tuning; None for a host input."""
+    shape = ("finished axes", axes, keepdims, None if dtype is None else np.dtype(dtype),
+             tuning)
+    return callmemo.key(info, monoid, None, None, shape, backend, stream)
+
+
+def repeat_axes(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype,
+                device_result, tuning):
+    """The result of a plain call along ``axes`` (no keyword but
+    ``device_result``, no ``out=``) made by its remembered decisions, or
+    :data:`~pyreduce.callmemo.MISS`."""
+    k = axes_call_shape(info, monoid, axes, keepdims, dtype, "auto", tuning, None)
+    return callmemo.MISS if k is None else callmemo.run(k, info, monoid, device_result)
+
+
 def repeat(info: Input, monoid: Monoid, tuning):
     """The one device value of a plain call of a structured reduction (no
     keyword but ``device_result``) made by its remembered decisions
@@ -125,8 +144,10 @@ def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype, out,
     input. ``left_out``: the elements ``where=`` leaves out
     (:func:`pyreduce.selection.left_out`)."""
     if left_out is None and info.mask is None:
+        k = None if out is not None else axes_call_shape(info, monoid, axes, keepdims, dtype,
+                                                         backend, tuning, stream)
         return manyvalues.reduce_axes_finished(info, monoid, axes, keepdims, dtype, out,
-                                               device_result, backend, tuning, stream)
+                                               device_result, backend, tuning, stream, k)
     if left_out is not None:
         raw = selection.reduce(info, monoid, left_out, axes, keepdims, None, backend, tuning,
                                stream, False, None, raw=True)

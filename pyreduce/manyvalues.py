@@ -252,23 +252,36 @@ def _strided_plan(be, info, monoid: Monoid, axes: tuple, tuning, stream, initial
     return device, src, plan
 
 
+def _window_of(be, src, stream):
+    """``window(info)``: the 1-D window of another device input of a call shape
+    (dtype, shape, strides, producer stream: :mod:`pyreduce.callmemo`'s key)
+    read in place as ``src`` was, or :data:`~pyreduce.callmemo.MISS` where
+    what the key does not hold differs: the thread's device, the input's
+    strides (the simulator's arrays have none in the key) or the window's
+    alignment (the plan's)."""
+    device_id, d, strides = be.device_id(), src.d, src.strides
+    align = be.alignment(src.window)
+
+    def window(info):
+        if be.device_id() != device_id or be.input_strides(info) != strides:
+            return callmemo.MISS
+        found = be.input_span(info, d.off, d.span, stream)
+        return found if be.alignment(found) == align else callmemo.MISS
+
+    return window
+
+
 def _repeat_runner(be, monoid: Monoid, plan, device, src, shape: tuple, initial, stream):
     """A runner for :func:`pyreduce.callmemo.remember_runner`: the reduction
-    planned for ``src`` on another device input of the same call shape (dtype,
-    shape, strides, producer stream: the memo's key), launched without
-    inspecting its layout or planning again. It checks what the key does not
-    hold: the thread's device, the input's strides (the simulator's arrays
-    have none in the key) and the alignment of its window (the plan's)."""
-    device_id, d, strides = be.device_id(), src.d, src.strides
-    align, executable = be.alignment(src.window), None
+    planned for ``src`` on another device input of the same call shape,
+    launched without inspecting its layout or planning again."""
+    window_of, executable = _window_of(be, src, stream), None
 
     def runner(info, device_result):
         nonlocal executable
-        if be.device_id() != device_id or be.input_strides(info) != strides:
-            return callmemo.MISS
-        window = be.input_span(info, d.off, d.span, stream)
-        if be.alignment(window) != align:
-            return callmemo.MISS
+        window = window_of(info)
+        if window is callmemo.MISS:
+            return window
         if executable is None:
             executable = be.executable(plan, monoid, device)
         result = Result(be, monoid.dtype, shape, info, None, device_result, stream)
@@ -308,7 +321,7 @@ def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, 
 
 
 def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtype, out,
-                         device_result: bool, backend_name, tuning, stream):
+                         device_result: bool, backend_name, tuning, stream, remember=None):
     """A structured reduction of ``axes`` (normalised, not all of them) of the
     inspected, unmasked input ``info``: every lane's accumulator finished by
     ``monoid.finisher`` (:class:`pyreduce.finishers.Finisher`), cast to
@@ -326,7 +339,9 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
     (:func:`reduce_axes_raw`) and are finished there. NumPy's warning for an
     empty lane is given once either way; its ValueError (nanargmax of an
     all-NaN lane) comes after the finishing kernel has written the other lanes
-    into a device ``out=``."""
+    into a device ``out=``. ``remember``: a call shape under which a call that
+    reads a device input in place and makes its own results is remembered for
+    its repeats (:func:`pyreduce.callmemo.remember_runner`)."""
     fin = monoid.finisher
     be = backends.get(backend_name, on_device=info.on_device)
     on = be.launch_stream(stream, info)
@@ -343,10 +358,27 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         placed = tuple(r.host(v) for r, v in zip(results, parts))
         return placed if fin.outputs > 1 else placed[0]
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
-    _run_finished(be, fin, be.executable(plan, monoid, device), src.window, on,
-                  [r.buffer for r in results], math.prod(shape), _known_flag(fin, K, monoid))
-    users = tuple(r.user for r in results)
-    return users if fin.outputs > 1 else users[0]
+    executable, count, known = be.executable(plan, monoid, device), math.prod(shape), \
+        _known_flag(fin, K, monoid)
+
+    def run(window, results):
+        _run_finished(be, fin, executable, window, on, [r.buffer for r in results], count,
+                      known)
+        users = tuple(r.user for r in results)
+        return users if fin.outputs > 1 else users[0]
+
+    if remember is not None and out is None and src.described:
+        window_of = _window_of(be, src, on)
+
+        def runner(info, device_result):
+            window = window_of(info)
+            if window is callmemo.MISS:
+                return window
+            return run(window, [Result(be, want, shape, info, None, device_result, on)
+                                for _ in range(fin.outputs)])
+
+        callmemo.remember_runner(remember, runner, monoid)
+    return run(src.window, results)
 
 
 def _known_flag(fin, K: int, monoid: Monoid):

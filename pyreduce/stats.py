@@ -49,6 +49,14 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         found = along.repeat(info, m, _DEFAULT_TUNING)
         if found is not MISS:
             return found
+    if not kwargs and axis is not None and out is None and info.device is not None:
+        # a plain call along axes of a device array: straight to its repeat
+        axes = normalize_axes(axis, len(info.shape))
+        if len(axes) < len(info.shape):
+            found = along.repeat_axes(info, monoid(info.dtype), axes, keepdims, dtype,
+                                      device_result, _DEFAULT_TUNING)
+            if found is not MISS:
+                return found
     kwargs = _tuned(kwargs, name, allowed)
     if one_axis and axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}() takes an int axis or None, as NumPy's does; "

@@ -296,3 +296,60 @@ def test_along_an_axis_only_plain_calls_are_remembered(gpu_backend, axis_prepare
         np.testing.assert_allclose(got, x.sum(axis=1))
     assert axis_prepares[0] == 6
     assert not callmemo._MEMO
+
+
+@pytest.fixture
+def strided_plans(monkeypatch):
+    """The number of batched plans made (``manyvalues._strided_plan``) since the
+    test began, the remembered calls forgotten first."""
+    from pyreduce import manyvalues
+
+    count = [0]
+    real = manyvalues._strided_plan
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(manyvalues, "_strided_plan", counting)
+    callmemo.clear()
+    yield count
+    callmemo.clear()
+
+
+def _host_all(r):
+    return tuple(_host(v) for v in r) if isinstance(r, tuple) else _host(r)
+
+
+@pytest.mark.parametrize("axis", [1, 0])
+def test_structured_repeats_along_an_axis_read_their_own_input(gpu_backend, strided_plans,
+                                                               axis):
+    """Plain calls (no keywords: the default backend, the GPU's for a device
+    array) of the structured reductions along an axis, on new arrays."""
+    rng = np.random.default_rng(14)
+    xs = [rng.standard_normal((37, 11)) * (k + 1) for k in range(3)]
+    calls = [(lambda d: pyreduce.mean(d, axis=axis), lambda x: np.mean(x, axis=axis)),
+             (lambda d: pyreduce.var(d, axis=axis, ddof=1),
+              lambda x: np.var(x, axis=axis, ddof=1)),
+             (lambda d: pyreduce.argmax(d, axis=axis), lambda x: np.argmax(x, axis=axis)),
+             (lambda d: pyreduce.minmax(d, axis=axis),
+              lambda x: (x.min(axis=axis), x.max(axis=axis)))]
+    for x in xs:
+        for f, want in calls:
+            np.testing.assert_allclose(_host_all(f(device(x))), want(x), rtol=1e-12)
+    assert strided_plans[0] == len(calls)  # one full call per call shape
+    f = np.asfortranarray(xs[0])           # the same shape, other strides
+    np.testing.assert_allclose(_host(pyreduce.mean(device(f), axis=axis)),
+                               np.mean(xs[0], axis=axis), rtol=1e-12)
+    assert strided_plans[0] == len(calls) + 1
+
+
+def test_structured_repeats_along_an_axis_warn_for_empty_lanes(gpu_backend, strided_plans):
+    x = np.random.default_rng(15).standard_normal((6, 9))
+    x[2] = np.nan
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning):
+            got = _host(pyreduce.nanmean(device(x), axis=1))
+        assert np.isnan(got[2]) and np.allclose(np.delete(got, 2), np.nanmean(
+            np.delete(x, 2, axis=0), axis=1))
+    assert strided_plans[0] == 1
