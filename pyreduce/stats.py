@@ -49,9 +49,14 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         found = along.repeat(info, m, _DEFAULT_TUNING)
         if found is not MISS:
             return found
-    if not kwargs and axis is not None and out is None and info.device is not None:
-        # a plain call along axes of a device array: straight to its repeat
-        axes = normalize_axes(axis, len(info.shape))
+    if (not kwargs and axis is not None and out is None and info.device is not None
+            and (not one_axis or isinstance(axis, (int, np.integer)))):
+        # a plain call along axes of a device array: straight to its repeat (a bad
+        # axis takes the full path, which names what is wrong with it)
+        try:
+            axes = normalize_axes(axis, len(info.shape))
+        except (TypeError, ValueError, IndexError):
+            axes = tuple(range(len(info.shape)))
         if len(axes) < len(info.shape):
             found = along.repeat_axes(info, monoid(info.dtype), axes, keepdims, dtype,
                                       device_result, _DEFAULT_TUNING)

@@ -1,0 +1,92 @@
+"""Calls along axes as a program makes them, on CuPy float32 arrays: pyreduce's
+device time per call (CUDA events around back-to-back calls that leave the
+result on the device) and host time (back to back, no wait), with CuPy's and
+PyTorch's device time in the same process (``--peers``).
+
+    NUMBA_ENABLE_CUDASIM=0 python bench/axes_calls.py now --peers > calls.txt
+    PYTHONPATH=../other-checkout NUMBA_ENABLE_CUDASIM=0 python bench/axes_calls.py other
+
+The first argument labels the lines (two checkouts compared on one machine,
+one after the other). Every timed call's answer is checked against CuPy's.
+"""
+
+import sys
+import time
+
+import cupy as cp
+import numpy as np
+import torch
+
+import pyreduce
+
+sync = cp.cuda.Device().synchronize
+
+
+def dev_us(f, n=20):
+    for _ in range(5):
+        f()
+    sync()
+    s, e = cp.cuda.Event(), cp.cuda.Event()
+    ts = []
+    for _ in range(7):
+        s.record()
+        for _ in range(n):
+            f()
+        e.record()
+        e.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(s, e) * 1e3 / n)
+    return float(np.median(ts))
+
+
+def host_us(f, n=100):
+    for _ in range(10):
+        f()
+    sync()
+    best = []
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(n):
+            f()
+        best.append((time.perf_counter() - t) / n * 1e6)
+        sync()
+    return min(best)
+
+
+for _ in range(300):
+    pyreduce.sum(cp.ones(16, cp.float32))
+tag = sys.argv[1]
+peers = "--peers" in sys.argv
+CASES = [("sum", (4096, 4096), 1), ("sum", (1 << 17, 300), 1), ("sum", (1 << 20, 65), 1),
+         ("sum", (1 << 20, 100), 1), ("sum", (1 << 20, 5), 1), ("sum", (1 << 23, 9), 1),
+         ("sum", (1 << 24, 16), 1), ("sum", (1 << 24, 16), 0), ("sum", (16384, 16384), 1),
+         ("sum", (16384, 16384), 0), ("sum", (16, 1 << 24), 1), ("sum", (16, 1 << 24), 0),
+         ("sum", (256, 4096, 256), 1),
+         ("mean", (4096, 4096), 1), ("mean", (1 << 20, 9), 1), ("argmax", (1 << 20, 9), 1),
+         ("argmax", (4096, 4096), 0), ("var", (4096, 4096), 1), ("mean", (1 << 24, 16), 0)]
+TORCH = {"sum": torch.sum, "mean": torch.mean, "argmax": torch.argmax,
+         "var": lambda a, dim: torch.var(a, dim=dim, correction=0)}
+
+
+def case(name, shape, axis):
+    x = cp.random.standard_normal(shape, dtype=cp.float32)
+    t = torch.as_tensor(x, device="cuda")
+    fn = getattr(pyreduce, name)
+    kw = dict(device_result=True) if name == "sum" else {}
+
+    def call():
+        return fn(x, axis=axis, **kw)
+
+    want = getattr(cp, name)(x, axis=axis)
+    err = float(cp.abs(cp.asarray(call()).astype(cp.float64) - want).max())
+    assert err <= 1e-3 * max(1.0, float(cp.abs(want).max())), (name, shape, err)
+    line = (f"{tag} {name}{shape} axis={axis}: pyreduce {dev_us(call):8.1f} us "
+            f"host {host_us(call):6.1f}")
+    if peers:
+        cu = dev_us(lambda: getattr(cp, name)(x, axis=axis))
+        to = dev_us(lambda: TORCH[name](t, dim=axis))
+        line += f" | cupy {cu:8.1f} torch {to:8.1f}"
+    print(line, flush=True)
+
+
+for name, shape, axis in CASES:
+    case(name, shape, axis)
