@@ -2,6 +2,8 @@
 
 * :func:`device_seconds`: GPU time per call, CUDA events with the GPU held (the
   autotuner's timer), and :func:`copy_GBps` / :func:`copy_ceiling` on it;
+* :func:`piped_seconds`: time per call of calls queued back to back, from CUDA
+  events (device-bound or host-bound, as a loop that never waits is);
 * :func:`host_seconds`: the median of rounds of the mean wall time per call;
 * :func:`interleaved_seconds`: the same for calls of several libraries taking
   turns on a warm GPU;
@@ -27,6 +29,27 @@ def device_seconds(fn, reps=20, batches=5, hold=True):
     from pyreduce.tuning import device_seconds as timer
 
     return timer(fn, reps, batches, hold)
+
+
+def piped_seconds(fn, calls: int = 20, rounds: int = 7) -> float:
+    """Median over rounds of the time per call of ``calls`` calls queued back to
+    back as fast as the host makes them, from CUDA events (CuPy's) on the
+    current stream: the device's time where the GPU bounds the calls, the
+    host's where the host does (what a loop of calls that never wait gets)."""
+    import cupy as cp
+
+    for _ in range(5):
+        fn()
+    cp.cuda.Device().synchronize()
+    start, stop, times = cp.cuda.Event(), cp.cuda.Event(), []
+    for _ in range(rounds):
+        start.record()
+        for _ in range(calls):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / calls)
+    return float(np.median(times))
 
 
 def steady_gpu(seconds: float = 1.0) -> None:

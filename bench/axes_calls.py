@@ -1,6 +1,7 @@
 """Calls along axes as a program makes them, on CuPy float32 arrays: pyreduce's
-device time per call (CUDA events around back-to-back calls that leave the
-result on the device) and host time (back to back, no wait), with CuPy's and
+device time per call (``_timing.piped_seconds``: CUDA events around
+back-to-back calls that leave the result on the device) and host time
+(``_timing.host_seconds``: back to back, no wait), with CuPy's and
 PyTorch's device time in the same process (``--peers``).
 
     NUMBA_ENABLE_CUDASIM=0 python bench/axes_calls.py now --peers > calls.txt
@@ -10,46 +11,32 @@ The first argument labels the lines (two checkouts compared on one machine,
 one after the other). Every timed call's answer is checked against CuPy's.
 """
 
+import os
 import sys
-import time
 
 import cupy as cp
-import numpy as np
 import torch
 
 import pyreduce
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import host_seconds, piped_seconds  # noqa: E402
+
 sync = cp.cuda.Device().synchronize
 
 
-def dev_us(f, n=20):
-    for _ in range(5):
-        f()
-    sync()
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(7):
-        s.record()
-        for _ in range(n):
-            f()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) * 1e3 / n)
-    return float(np.median(ts))
+def dev_us(f):
+    return piped_seconds(f) * 1e6
 
 
-def host_us(f, n=100):
-    for _ in range(10):
-        f()
-    sync()
-    best = []
+def host_us(f):
+    """The best of three rounds of 100 calls, each round from an idle GPU."""
+    rounds = []
     for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(n):
-            f()
-        best.append((time.perf_counter() - t) / n * 1e6)
         sync()
-    return min(best)
+        rounds.append(host_seconds(f, calls=100, rounds=1))
+    sync()
+    return min(rounds) * 1e6
 
 
 for _ in range(300):

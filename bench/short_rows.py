@@ -6,11 +6,12 @@ CuPy and PyTorch in the same process, and the host time of pyreduce's call.
         --lengths 2 3 4 5 8 9 12 15 16 24 32 --dtypes float32 float64 > rows.txt
 
 Each line: device time per call (CUDA events around 20 back-to-back calls that
-leave the result on the device, the median of 7 rounds) of ``auto`` (what the
+leave the result on the device, the median of 7 rounds:
+``_timing.piped_seconds``) of ``auto`` (what the
 planner picks), ``off`` (the staged group turned off: ``STAGED_MAX = 0``) and,
 for rows longer than the staged group takes, ``staged`` (its limit raised to
 32), each with the kernel it ran; ``host``: the host time of ``auto``'s call
-(back to back, no wait); then CuPy's ``x.sum(axis=1)`` and PyTorch's
+(``_timing.host_seconds``: back to back, no wait); then CuPy's ``x.sum(axis=1)`` and PyTorch's
 ``t.sum(dim=1)``. Every timed call's answer is checked against a float64 sum
 first.
 """
@@ -18,36 +19,11 @@ first.
 from __future__ import annotations
 
 import argparse
-import time
+import os
+import sys
 
-import numpy as np
-
-
-def _device_us(cp, f, n=20, rounds=7):
-    for _ in range(5):
-        f()
-    cp.cuda.Device().synchronize()
-    start, stop, times = cp.cuda.Event(), cp.cuda.Event(), []
-    for _ in range(rounds):
-        start.record()
-        for _ in range(n):
-            f()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3 / n)
-    return float(np.median(times))
-
-
-def _host_us(cp, f, n=200):
-    for _ in range(10):
-        f()
-    cp.cuda.Device().synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        f()
-    spent = (time.perf_counter() - t) / n * 1e6
-    cp.cuda.Device().synchronize()
-    return spent
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import host_seconds, piped_seconds  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -86,14 +62,15 @@ def main(argv=None) -> None:
                         spec = pyreduce.explain(x, "add", axis=1).plan.spec
                         kernel = (f"staged{spec.row}x{spec.items}" if spec.row else
                                   f"lanes{spec.lanes}" if spec.lanes else spec.group)
-                        parts.append(f"{name} {_device_us(cp, call):.1f} us ({kernel})")
+                        parts.append(f"{name} {piped_seconds(call) * 1e6:.1f} us ({kernel})")
                         if name == "auto":
-                            parts.append(f"host {_host_us(cp, call):.1f} us")
+                            parts.append(f"host {host_seconds(call) * 1e6:.1f} us")
+                            cp.cuda.Device().synchronize()
                     finally:
                         batchplanner.STAGED_MAX = limit
                         batchplanner.clear_plans()
-                cu = _device_us(cp, lambda: x.sum(axis=1))
-                to = _device_us(cp, lambda: t.sum(dim=1))
+                cu = piped_seconds(lambda: x.sum(axis=1)) * 1e6
+                to = piped_seconds(lambda: t.sum(dim=1)) * 1e6
                 print(f"{dtype} {rows} rows of {K}: " + ", ".join(parts)
                       + f" | CuPy {cu:.1f} us, PyTorch {to:.1f} us", flush=True)
 

@@ -32,24 +32,33 @@ def backend(request):
     return request.param
 
 
-@pytest.fixture
-def prepares(monkeypatch):
-    """The number of full-path calls (``prepare``, from the public calls and from
-    masked inputs) since the test began; the remembered repeat calls are
-    forgotten first (``pyreduce.callmemo``)."""
-    from pyreduce import callmemo, general, masked
+def count_calls(monkeypatch, module, name: str, *also) -> list:
+    """``[n]``: the calls of ``module.name`` since now (the same function where
+    the modules of ``also`` imported it), through a counting wrapper; the
+    remembered repeat calls (``pyreduce.callmemo``) are forgotten first."""
+    from pyreduce import callmemo
 
     count = [0]
-    real = general.prepare
+    real = getattr(module, name)
 
     def counting(*args, **kwargs):
         count[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(general, "prepare", counting)
-    monkeypatch.setattr(masked, "prepare", counting)
+    for owner in (module, *also):
+        monkeypatch.setattr(owner, name, counting)
     callmemo.clear()
     return count
+
+
+@pytest.fixture
+def prepares(monkeypatch):
+    """The number of full-path calls (``prepare``, from the public calls and from
+    masked inputs) since the test began; the remembered repeat calls are
+    forgotten first (``pyreduce.callmemo``)."""
+    from pyreduce import general, masked
+
+    return count_calls(monkeypatch, general, "prepare", masked)
 
 
 # --------------------------------------------------------------------------

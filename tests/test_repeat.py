@@ -12,6 +12,7 @@ import pytest
 
 import pyreduce
 from pyreduce import callmemo, tuning
+from conftest import count_calls
 from oracles import P, affine
 
 N = 300  # a few blocks of the simulator's device
@@ -220,20 +221,10 @@ def test_repeats_of_structured_one_values_read_their_own_input(gpu_backend, monk
 def axis_prepares(monkeypatch):
     """The number of full-path calls along axes (``prepare_axes``) since the test
     began, the remembered calls forgotten first."""
-    from pyreduce import general, manyvalues
+    from pyreduce import manyvalues
 
-    count = [0]
-    real = manyvalues.prepare_axes
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(manyvalues, "prepare_axes", counting)
+    yield count_calls(monkeypatch, manyvalues, "prepare_axes")
     callmemo.clear()
-    yield count
-    callmemo.clear()
-    assert general.manyvalues is manyvalues
 
 
 def _rows_of(op, x, axis):
@@ -304,16 +295,7 @@ def strided_plans(monkeypatch):
     test began, the remembered calls forgotten first."""
     from pyreduce import manyvalues
 
-    count = [0]
-    real = manyvalues._strided_plan
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(manyvalues, "_strided_plan", counting)
-    callmemo.clear()
-    yield count
+    yield count_calls(monkeypatch, manyvalues, "_strided_plan")
     callmemo.clear()
 
 

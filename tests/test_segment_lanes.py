@@ -232,14 +232,20 @@ def test_first_max_pairs(backend, dtype, K):
 def test_named_statistics(backend, K):
     """``argmax``, ``argmin``, ``mean`` and ``var`` along the last axis of short
     rows (their records through the same kernels)."""
-    x = np.random.default_rng(K).integers(-9, 9, (50, K)).astype(np.float32)
-    options = calls_on(backend)
+    named_statistics_agree(np.random.default_rng(K).integers(-9, 9, (50, K)), calls_on(backend))
+
+
+def named_statistics_agree(data, options, ddof=0):
+    """``argmax``, ``argmin``, ``mean`` and ``var`` (``ddof``) of float32 ``data``
+    along its last axis, against NumPy's."""
+    x = data.astype(np.float32)
     np.testing.assert_array_equal(pyreduce.argmax(x, axis=-1, **options), np.argmax(x, axis=-1))
     np.testing.assert_array_equal(pyreduce.argmin(x, axis=-1, **options), np.argmin(x, axis=-1))
     np.testing.assert_allclose(pyreduce.mean(x, axis=-1, **options),
                                np.mean(x, axis=-1, dtype=np.float64), rtol=1e-6)
-    np.testing.assert_allclose(pyreduce.var(x, axis=-1, **options),
-                               np.var(x, axis=-1, dtype=np.float64), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pyreduce.var(x, axis=-1, ddof=ddof, **options),
+                               np.var(x, axis=-1, ddof=ddof, dtype=np.float64), rtol=1e-5,
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype,op,acc", [

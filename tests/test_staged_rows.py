@@ -32,7 +32,7 @@ from pyreduce.planner import Tuning
 from pyreduce.spec import BatchSpec
 from pyreduce.variants.segments import staged_words
 from test_axes_mapped import keyed, lanes_oracle, same, ties
-from test_segment_lanes import IDENTITY, fold_rows, matmul2, shear
+from test_segment_lanes import IDENTITY, fold_rows, matmul2, named_statistics_agree, shear
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -133,15 +133,9 @@ def test_first_max_pairs(backend, dtype, K):
 
 @pytest.mark.parametrize("K", [5, 9])
 def test_named_statistics(backend, K):
-    x = np.random.default_rng(K).integers(-9, 9, (90, K)).astype(np.float32)
-    options = calls_on(backend)
-    np.testing.assert_array_equal(pyreduce.argmax(x, axis=-1, **options), np.argmax(x, axis=-1))
-    np.testing.assert_array_equal(pyreduce.argmin(x, axis=-1, **options), np.argmin(x, axis=-1))
-    np.testing.assert_allclose(pyreduce.mean(x, axis=-1, **options),
-                               np.mean(x, axis=-1, dtype=np.float64), rtol=1e-6)
-    np.testing.assert_allclose(pyreduce.var(x, axis=-1, ddof=1, **options),
-                               np.var(x, axis=-1, ddof=1, dtype=np.float64), rtol=1e-5,
-                               atol=1e-6)
+    """``argmax``, ``argmin``, ``mean`` and ``var`` of staged rows."""
+    data = np.random.default_rng(K).integers(-9, 9, (90, K))
+    named_statistics_agree(data, calls_on(backend), ddof=1)
 
 
 @pytest.mark.parametrize("dtype,op,acc", [
