@@ -33,7 +33,11 @@ from . import backends, callmemo, manyvalues, masked, selection
 from .axes import result_shape
 from .interop import Input
 from .ops import Monoid
+from .planner import Tuning
 from .prepared import prepare
+
+#: the tuning of a call that names none (``tuning_keywords.DEFAULT``'s value)
+_DEFAULT = Tuning()
 
 __all__ = ["reduce", "one_value", "repeat", "place", "fill_masked"]
 
@@ -144,8 +148,9 @@ def reduce(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype, out,
     input. ``left_out``: the elements ``where=`` leaves out
     (:func:`pyreduce.selection.left_out`)."""
     if left_out is None and info.mask is None:
-        k = None if out is not None else axes_call_shape(info, monoid, axes, keepdims, dtype,
-                                                         backend, tuning, stream)
+        plain = out is None and backend == "auto" and stream is None and tuning == _DEFAULT
+        k = axes_call_shape(info, monoid, axes, keepdims, dtype, backend, tuning,
+                            stream) if plain else None  # what repeat_axes can find
         return manyvalues.reduce_axes_finished(info, monoid, axes, keepdims, dtype, out,
                                                device_result, backend, tuning, stream, k)
     if left_out is not None:

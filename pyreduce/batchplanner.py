@@ -19,8 +19,12 @@ layout is better)
     its threads' loads adjacent, and then each thread folds its rows from there
     (several, where they are short); a group of lanes per row would leave lanes
     idle and read short runs, a thread per row would read a run of its own
-    (:func:`_staged_rows` has the measurements). Otherwise ``K <= THREAD_MAX``:
-    a thread per row. Rows of at most half a warp tile
+    (:func:`_staged_rows` has the measurements). Its rows a thread come from
+    the element size (:func:`staged_rows_each`, whatever items the tuning
+    names), and its block (the tuning's, or the default) is halved while its
+    tile would pass ``STAGED_BYTES``; rows of which one warp's would pass it
+    (complex128 rows of more than 16 in warps of 64) are not staged.
+    Otherwise ``K <= THREAD_MAX``: a thread per row. Rows of at most half a warp tile
     (``warp / 2 * items`` elements): a group of ``G`` lanes per row (the
     ``lanes`` group), ``G`` the smallest power of two, at least 2, with
     ``G * items >= K``, so that a warp reads ``warp / G`` whole rows with
@@ -351,7 +355,8 @@ def _staged_rows(d: Strided, in_dtype: np.dtype) -> bool:
 
 
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
-    if _staged_rows(d, in_dtype):
+    if (_staged_rows(d, in_dtype)  # and a warp's rows fit the tile's budget
+            and staged_words(shape.warp, d.K) * in_dtype.itemsize <= STAGED_BYTES):
         return _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped)
     # two loads a lane: rows of 16 or more, to a scalar (tuple accumulators unmeasured)
     wide = shape.row_items if d.K >= 16 and not is_tuple(acc_dtype) else shape.items

@@ -315,6 +315,18 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
 _MISS = callmemo.MISS
 
 
+def _plain_axis(axis) -> bool:
+    """Whether ``axis`` is None, an integer or a tuple of integers (not bools):
+    the axes a repeat's key may hold as given."""
+    if isinstance(axis, tuple):
+        return all(_integer(a) for a in axis)
+    return axis is None or _integer(axis)
+
+
+def _integer(a) -> bool:
+    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+
+
 def _repeat(info, op, identity, initial, dtype, backend, stream, device_result, axis,
             keepdims):
     """``(call shape, result)`` of a plain call: the result of its remembered
@@ -325,5 +337,7 @@ def _repeat(info, op, identity, initial, dtype, backend, stream, device_result, 
     if k is None:
         return k, _MISS
     if axis is not None or keepdims:
+        if not _plain_axis(axis):  # 1.0 and True equal 1 as keys, and must be refused
+            return None, _MISS
         k = ("axes", axis, keepdims, k)
     return k, callmemo.run(k, info, op, device_result)

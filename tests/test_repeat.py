@@ -335,3 +335,31 @@ def test_structured_repeats_along_an_axis_warn_for_empty_lanes(gpu_backend, stri
         assert np.isnan(got[2]) and np.allclose(np.delete(got, 2), np.nanmean(
             np.delete(x, 2, axis=0), axis=1))
     assert strided_plans[0] == 1
+
+
+def test_a_remembered_axis_does_not_admit_values_equal_to_it(gpu_backend, axis_prepares):
+    """``1.0``, ``True`` and ``(True,)`` equal ``1`` as keys; after a remembered
+    ``axis=1`` they are still refused as a first call refuses them."""
+    x = np.arange(12.0).reshape(3, 4)
+    d = device(x)
+    for bad in (1.0, True, (True,)):
+        with pytest.raises(TypeError):
+            pyreduce.sum(d, axis=bad)
+    assert _host(pyreduce.sum(d, axis=1)).tolist() == x.sum(axis=1).tolist()
+    assert _host(pyreduce.sum(d, axis=np.int64(1))).tolist() == x.sum(axis=1).tolist()
+    for bad in (1.0, True, (True,)):
+        with pytest.raises(TypeError):
+            pyreduce.sum(d, axis=bad)
+    assert axis_prepares[0] == 1  # np.int64(1) found axis=1's decisions
+
+
+def test_structured_calls_with_keywords_are_not_remembered(gpu_backend, strided_plans):
+    """Only what a plain call can find is remembered: calls naming a backend, a
+    stream or a tuning take the full path and leave the memo as it was."""
+    x = np.random.default_rng(16).standard_normal((30, 7))
+    d = device(x)
+    for _ in range(2):
+        got = pyreduce.mean(d, axis=1, backend=gpu_backend)
+        np.testing.assert_allclose(_host(got), x.mean(axis=1), rtol=1e-12)
+    assert strided_plans[0] == 2
+    assert not callmemo._MEMO

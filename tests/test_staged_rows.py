@@ -185,19 +185,24 @@ def test_which_rows_are_staged(backend):
     assert group(d, axis=0) != "staged"     # columns
 
 
-def test_shared_memory_and_spec_bounds():
-    """The tile stays within its budget (wider elements, fewer rows a block),
-    and the spec refuses what the kernel cannot do."""
-    device = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256,
+@pytest.mark.parametrize("warp", [32, 64])
+def test_shared_memory_and_spec_bounds(warp):
+    """The tile stays within its budget (wider elements, fewer rows a block;
+    rows of which one warp's would pass it are not staged), and the spec
+    refuses what the kernel cannot do."""
+    from pyreduce.axes import describe
+
+    device = batchplanner.DeviceInfo("gpu-like", ("g",), 132, 2048, 32, warp, 256,
                                      vector_bytes=16)
     for dtype in (np.float32, np.float64, np.complex128):
         for K in LENGTHS:
             x = np.zeros((1 << 20, K), dtype)
-            from pyreduce.axes import describe
-
             d = describe(x.shape, x.strides, x.itemsize, (1,))
             plan = batchplanner.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), device)
             spec = plan.spec
+            if staged_words(warp, K) * x.itemsize > batchplanner.STAGED_BYTES:
+                assert spec.group != "staged", spec.label  # complex128, warps of 64
+                continue
             assert spec.group == "staged" and spec.row == K
             each = spec.items
             assert each == batchplanner.staged_rows_each(K, x.dtype)
