@@ -18,18 +18,21 @@ Three kinds of call come here. The plain call: a reduction to one value on a GPU
 backend, with no ``axis``, ``keepdims``, ``out``, ``map``, ``check``,
 ``deterministic`` or tuning (``variant=``, ``tuning=``): its call shape leaves the
 tuning out, so a tuned call always takes the full path and never finds a plain
-call's decisions. The same call along some axes of a device input that is read in
-place (:func:`pyreduce.manyvalues.prepare_axes`), whose call shape adds the ``axis``
-as given and ``keepdims``, and whose runner checks the input's strides too (the
-simulator's arrays have none in the key). And a structured reduction's one value
-finished on the device (:func:`pyreduce.along.one_value`), whose call shape adds the
-result's shape (``keepdims``), its ``dtype=`` and the tuning, under a key of its own
-(:func:`remember_runner`, :func:`guarded`). The memo holds its keys (a weak
-reference to a user's operator, a stream object) and their decisions for at most
-:data:`LIMIT` call shapes, the least recently used dropped first, an operator's as
-soon as it is garbage; it is emptied whenever plans are forgotten
-(:func:`pyreduce.cache_clear`, new autotuner choices). Identity and initial values
-are told apart by their bits, so ``initial=-0.0`` is not ``initial=0.0``.
+call's decisions; a NumPy input's plain call that the cpu backend reduced is
+remembered too, under its own key (:func:`host_key`: dtype, shape, strides), and a
+repeat folds the new array at once. The same call along some axes of a device input
+that is read in place (:func:`pyreduce.manyvalues.prepare_axes`), whose call shape
+adds the ``axis`` as given and ``keepdims``, and whose runner checks the input's
+strides too (the simulator's arrays have none in the key). And a structured
+reduction's one value finished on the device (:func:`pyreduce.along.one_value`),
+whose call shape adds the result's shape (``keepdims``), its ``dtype=`` and the
+tuning, under a key of its own (:func:`remember_runner`, :func:`guarded`). The memo
+holds its keys (a weak reference to a user's operator, a stream object) and their
+decisions for at most :data:`LIMIT` call shapes, the least recently used dropped
+first, an operator's as soon as it is garbage; it is emptied whenever plans are
+forgotten (:func:`pyreduce.cache_clear`, new autotuner choices). Identity and
+initial values are told apart by their bits, so ``initial=-0.0`` is not
+``initial=0.0``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from .cache import Memo
 from .opkey import bindings, op_ref, same, value_key
 from .planner import on_clear_plans
 
-__all__ = ["key", "run", "remember", "remember_runner", "guarded", "clear", "LIMIT", "MISS"]
+__all__ = ["key", "host_key", "run", "remember", "remember_cpu", "remember_runner", "guarded",
+           "clear", "LIMIT", "MISS"]
 
 #: Call shapes remembered at most (short-lived lambdas make new ones).
 LIMIT = 256
@@ -71,6 +75,23 @@ def key(info, op, identity, initial, dtype, backend, stream):
             None if fields is None else (fields.strides, fields.stream))
 
 
+def host_key(info, op, identity, initial, dtype, backend):
+    """The call shape of a plain call of an unmasked NumPy input on ``auto`` or
+    ``cpu``: the operator, values and dtype as :func:`key` has them, and the
+    array's dtype, shape and strides; None for any other input. Only a call
+    the cpu backend reduced is remembered under it (a host input that went to
+    a GPU is uploaded anew by every call)."""
+    host = info.host
+    if host is None or info.mask is not None or backend not in ("auto", "cpu"):
+        return None
+    try:
+        values = (None if identity is None else value_key(identity),
+                  None if initial is None else value_key(initial))
+    except TypeError:  # a value of another kind: a key never remembered
+        values = ([],)
+    return ("host", op_ref(op), values, dtype, backend, info.dtype, info.shape, host.strides)
+
+
 def run(k, info, op, device_result):
     """The result of call shape ``k``'s remembered decisions on this input, or
     :data:`MISS` where there are none or one does not hold."""
@@ -95,6 +116,15 @@ def remember(k, call, op) -> None:
         detached = call.detached()
         runner = guarded(be, call.stream, device, be.alignment(call.flat), detached.run_on)
     remember_runner(k, runner, op)
+
+
+def remember_cpu(k, call, op) -> None:
+    """Remember ``call`` (a :class:`~pyreduce.prepared.Prepared` the cpu backend
+    runs, of a host input) for ``k``: a repeat folds the new array with the
+    same operator, without deciding anything again."""
+    detached = call.detached()
+    remember_runner(k, lambda info, device_result: detached.run_on(info, None, device_result),
+                    op)
 
 
 def remember_runner(k, runner, op) -> None:

@@ -288,8 +288,12 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
                              deterministic)
     if axis is None and not keepdims:  # the common case first, untouched
         call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
-        if plain and memo_key is not None and call.plan is not None:
-            callmemo.remember(memo_key, call, op)
+        if plain and memo_key is not None:
+            if info.device is None:  # a host key: only what the cpu backend folds
+                if call.backend.name == "cpu":
+                    callmemo.remember_cpu(memo_key, call, op)
+            elif call.plan is not None:
+                callmemo.remember(memo_key, call, op)
         return call.run(device_result, out)
     ndim = len(info.shape)
     axes = normalize_axes(axis, ndim)
@@ -333,6 +337,11 @@ def _repeat(info, op, identity, initial, dtype, backend, stream, device_result, 
     decisions (:mod:`pyreduce.callmemo`), or :data:`_MISS` when there are none.
     A call along axes has a call shape of its own (the ``axis`` as given, and
     ``keepdims``)."""
+    if info.device is None:  # a NumPy input: one value, on the host
+        if device_result or axis is not None or keepdims or stream is not None:
+            return None, _MISS
+        k = callmemo.host_key(info, op, identity, initial, dtype, backend)
+        return k, (_MISS if k is None else callmemo.run(k, info, op, device_result))
     k = callmemo.key(info, op, identity, initial, dtype, backend, stream)
     if k is None:
         return k, _MISS

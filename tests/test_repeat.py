@@ -363,3 +363,39 @@ def test_structured_calls_with_keywords_are_not_remembered(gpu_backend, strided_
         np.testing.assert_allclose(_host(got), x.mean(axis=1), rtol=1e-12)
     assert strided_plans[0] == 2
     assert not callmemo._MEMO
+
+
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+def test_host_inputs_the_cpu_backend_folds_repeat(backend, prepares):
+    """A NumPy input's plain call that the cpu backend reduced is remembered by
+    dtype, shape and strides: new arrays (and a rebound closure value) get their
+    own values, another layout, a masked array or a call with more keywords
+    takes the full path."""
+    if backend == "auto" and "cuda" in pyreduce.available():
+        pytest.skip("auto sends host arrays where the cost model says; cpu is tested")
+    rng = np.random.default_rng(17)
+    xs = [noncommutative(rng, N) for _ in range(3)]
+    for x in xs:
+        got = pyreduce.reduce(x, affine, backend=backend)
+        assert int(got) == functools.reduce(affine, x.tolist())
+    assert prepares[0] == 1
+    ys = [rng.standard_normal((20, 30)) for _ in range(2)]
+    for y in ys + [y.T for y in ys]:  # C order, then its transposes (other strides)
+        assert pyreduce.max(y, backend=backend) == y.max()
+        assert pyreduce.sum(y, backend=backend) == pytest.approx(y.sum(), rel=1e-12)
+    assert prepares[0] == 1 + 2 + 2
+    k = 3
+
+    def shifted(a, b):
+        return a + b + k
+
+    x = rng.integers(-9, 9, 50).astype(np.int64)
+    for k in (3, 3, 5):
+        want = functools.reduce(lambda a, b, k=k: a + b + k, x.tolist())
+        assert pyreduce.reduce(x, shifted, identity=None, backend=backend) == want
+    before = prepares[0]
+    m = np.ma.MaskedArray(ys[0], mask=ys[0] > 1)
+    for _ in range(2):
+        assert pyreduce.max(m, backend=backend) == m.max()
+        assert pyreduce.max(ys[0], backend=backend, keepdims=True).shape == (1, 1)
+    assert prepares[0] == before + 4
