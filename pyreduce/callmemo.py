@@ -51,6 +51,13 @@ LIMIT = 256
 MISS = object()
 
 _MEMO = Memo("repeat calls", LIMIT)
+#: host inputs' call shapes (:func:`host_key`), kept apart so that a loop over
+#: arrays of many shapes does not push the device calls' decisions out
+_HOST_MEMO = Memo("repeat host calls", LIMIT)
+
+
+def _memo(k) -> Memo:
+    return _HOST_MEMO if k[0] == "host" else _MEMO
 
 
 class _Entry:
@@ -79,8 +86,10 @@ def host_key(info, op, identity, initial, dtype, backend):
     """The call shape of a plain call of an unmasked NumPy input on ``auto`` or
     ``cpu``: the operator, values and dtype as :func:`key` has them, and the
     array's dtype, shape and strides; None for any other input. Only a call
-    the cpu backend reduced is remembered under it (a host input that went to
-    a GPU is uploaded anew by every call)."""
+    the cpu backend reduced without asking the cost model is remembered under
+    it (``cpu``, or ``auto`` with no GPU): on a GPU machine the model decides
+    every call of ``auto`` afresh, as it may change (a calibration, another
+    current GPU)."""
     host = info.host
     if host is None or info.mask is not None or backend not in ("auto", "cpu"):
         return None
@@ -96,7 +105,7 @@ def run(k, info, op, device_result):
     """The result of call shape ``k``'s remembered decisions on this input, or
     :data:`MISS` where there are none or one does not hold."""
     try:
-        entry = _MEMO.get(k)
+        entry = _memo(k).get(k)
     except TypeError:  # an unhashable argument: no memo
         return MISS
     if entry is None:
@@ -135,7 +144,7 @@ def remember_runner(k, runner, op) -> None:
     except TypeError:  # an unhashable argument: no memo
         return
     bound = bindings(op)
-    _MEMO.put(k, _Entry(runner, bound), owner=op if bound else None)
+    _memo(k).put(k, _Entry(runner, bound), owner=op if bound else None)
 
 
 def guarded(be, stream, device: int, align: int, run):
@@ -158,6 +167,7 @@ def guarded(be, stream, device: int, align: int, run):
 def clear() -> None:
     """Forget every remembered call."""
     _MEMO.clear()
+    _HOST_MEMO.clear()
 
 
 on_clear_plans(clear)

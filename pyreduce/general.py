@@ -290,7 +290,7 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
         call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
         if plain and memo_key is not None:
             if info.device is None:  # a host key: only what the cpu backend folds
-                if call.backend.name == "cpu":
+                if call.backend.name == "cpu" and call.route is None:  # no cost model asked
                     callmemo.remember_cpu(memo_key, call, op)
             elif call.plan is not None:
                 callmemo.remember(memo_key, call, op)

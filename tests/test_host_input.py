@@ -701,3 +701,21 @@ def test_a_host_array_reduced_on_the_cpu_makes_no_cuda_context(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "CONTEXT 0" in out.stdout, out.stdout
+
+
+def test_auto_on_a_gpu_machine_asks_the_model_on_every_call(fake_gpu, prepares):
+    """A host input that ``auto`` routes (a GPU is present) is not remembered,
+    whichever way the model sends it: the model may change between calls (a
+    calibration, another current GPU), and each call follows the one in force."""
+    from pyreduce import callmemo
+
+    fake_gpu[0] = _model(h2d_GBps=0.001)  # the cpu is faster
+    x = np.arange(300, dtype=np.int64)
+    for _ in range(2):
+        assert pyreduce.reduce(x, affine) == functools.reduce(affine, x)
+    assert prepares[0] == 2 and not callmemo._HOST_MEMO
+    fake_gpu[0] = _model(cpu_serial_GBps=0.01, cpu_GBps=0.01, cpu_user_serial_ns=1000,
+                         cpu_user_ns=1000)  # now the GPU is
+    assert pyreduce.explain(x, affine).backend == GPU
+    assert pyreduce.reduce(x, affine) == functools.reduce(affine, x)
+    assert prepares[0] == 3 and not callmemo._HOST_MEMO
