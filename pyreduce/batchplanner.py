@@ -339,7 +339,7 @@ def _staged_block(shape: _Shape, K: int, each: int, in_dtype: np.dtype, M: int) 
     return block
 
 
-def _staged_rows(d: Strided, in_dtype: np.dtype) -> bool:
+def _staged_rows(d: Strided, in_dtype: np.dtype, warp: int) -> bool:
     """Whether the staged group reduces the rows of ``d``: rows one after another
     of 2 to :data:`STAGED_MAX` elements of any type but bool, except rows of 16
     (whose threads would read the tile with 16-way bank conflicts). Measured on
@@ -349,14 +349,15 @@ def _staged_rows(d: Strided, in_dtype: np.dtype) -> bool:
     and 418 for a thread, two lanes or four lanes a row (CuPy 41, 53, 58, 73,
     102, 128, 149, 216 and 858); float64 rows of 2 to 4 took the same either
     way, of 5 to 15 0.43-0.82 the time, of 24 572 us against 1294 (CuPy
-    1036). Rows of 16 took 322 us staged against 190 for two lanes."""
+    1036). Rows of 16 took 322 us staged against 190 for two lanes. Rows of
+    which one warp's would pass :data:`STAGED_BYTES` are not staged either."""
     return (2 <= d.K <= STAGED_MAX and d.K % 16 != 0 and in_dtype.kind != "b"
+            and staged_words(warp, d.K) * in_dtype.itemsize <= STAGED_BYTES
             and _adjacent_rows(d))
 
 
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
-    if (_staged_rows(d, in_dtype)  # and a warp's rows fit the tile's budget
-            and staged_words(shape.warp, d.K) * in_dtype.itemsize <= STAGED_BYTES):
+    if _staged_rows(d, in_dtype, shape.warp):
         return _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped)
     # two loads a lane: rows of 16 or more, to a scalar (tuple accumulators unmeasured)
     wide = shape.row_items if d.K >= 16 and not is_tuple(acc_dtype) else shape.items

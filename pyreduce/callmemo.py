@@ -73,13 +73,8 @@ def key(info, op, identity, initial, dtype, backend, stream):
     if info.device is None:
         return None
     fields = info.fields  # None: the simulator's arrays
-    try:
-        values = (None if identity is None else value_key(identity),
-                  None if initial is None else value_key(initial))
-    except TypeError:  # a value of another kind: a key never remembered
-        values = ([],)
-    return (op_ref(op), values, dtype, backend, stream, info.kind, info.dtype, info.shape,
-            None if fields is None else (fields.strides, fields.stream))
+    return (op_ref(op), _values(identity, initial), dtype, backend, stream, info.kind,
+            info.dtype, info.shape, None if fields is None else (fields.strides, fields.stream))
 
 
 def host_key(info, op, identity, initial, dtype, backend):
@@ -93,12 +88,18 @@ def host_key(info, op, identity, initial, dtype, backend):
     host = info.host
     if host is None or info.mask is not None or backend not in ("auto", "cpu"):
         return None
+    return ("host", op_ref(op), _values(identity, initial), dtype, backend, info.dtype,
+            info.shape, host.strides)
+
+
+def _values(identity, initial) -> tuple:
+    """The identity and initial value of a key, told apart by their bits (a
+    value of another kind makes an unhashable key, never remembered)."""
     try:
-        values = (None if identity is None else value_key(identity),
-                  None if initial is None else value_key(initial))
-    except TypeError:  # a value of another kind: a key never remembered
-        values = ([],)
-    return ("host", op_ref(op), values, dtype, backend, info.dtype, info.shape, host.strides)
+        return (None if identity is None else value_key(identity),
+                None if initial is None else value_key(initial))
+    except TypeError:
+        return ([],)
 
 
 def run(k, info, op, device_result):

@@ -41,7 +41,7 @@ from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
 from .interop import c_strides, inspect
 from .ops import Monoid, cast_value
 
-__all__ = ["Result", "Batched", "prepare_axes", "reduce_axes", "reduce_axes_raw",
+__all__ = ["Result", "Batched", "prepare_axes", "reduce_axes_raw",
            "reduce_axes_finished", "one_finished", "result_outputs",
            "reduce_segments", "device_layout", "validate_offsets", "as_fields", "filled",
            "check_no_finish", "check_tuple_outputs"]
@@ -288,11 +288,6 @@ def _repeat_runner(be, monoid: Monoid, plan, device, src, shape: tuple, initial,
         return result.launch(executable, window, initial)
 
     return runner
-
-
-def reduce_axes(*args) -> object:
-    """:func:`prepare_axes` and run."""
-    return prepare_axes(*args).run()
 
 
 def reduce_axes_raw(info, monoid: Monoid, axes: tuple, keepdims: bool, initial, backend_name,

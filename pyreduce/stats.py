@@ -56,8 +56,8 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         try:
             axes = normalize_axes(axis, len(info.shape))
         except (TypeError, ValueError, IndexError):
-            axes = tuple(range(len(info.shape)))
-        if len(axes) < len(info.shape):
+            axes = None
+        if axes is not None and len(axes) < len(info.shape):
             found = along.repeat_axes(info, monoid(info.dtype), axes, keepdims, dtype,
                                       device_result, _DEFAULT_TUNING)
             if found is not MISS:

@@ -70,8 +70,8 @@ from __future__ import annotations
 from ..codegen import render
 from ..spec import BatchSpec
 from ._blocks import (
-    acc_load, block_fold, combine, copy, element, prelude, shared_decl, snippet, store,
-    warp_fold,
+    acc_load, block_fold, chain, combine, copy, element, prelude, shared_decl, snippet,
+    store, warp_fold,
 )
 
 __all__ = ["build", "arguments"]
@@ -254,7 +254,7 @@ def _staged(spec: BatchSpec, dialect) -> str:
         def at(j: int) -> str:
             return element(spec, "tile", "", f"tile[q + {i * B * R + j}]", position=str(j))
 
-        lines = [f"acc = {at(0)}"] + [f"acc = {combine('acc', at(j))}" for j in range(1, R)]
+        lines = chain("acc", [at(j) for j in range(R)])
         lines += [f"seg = first + tid + {i * B}", _write(spec, "acc")]
         return f"if tid < rows - {i * B}:\n" + snippet("\n".join(lines), 1)
 
