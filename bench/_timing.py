@@ -54,17 +54,18 @@ def piped_seconds(fn, calls: int = 20, rounds: int = 7) -> float:
 
 def steady_gpu(seconds: float = 1.0) -> None:
     """Before the first timed case: keep the GPU busy for ``seconds`` (its clocks
-    rise from idle) and make enough launches that pyreduce's launch path has
-    moved to its compiled form (it does after
-    :data:`pyreduce.backends.fastpath.COMPILE_AFTER` launches, which takes a
-    fraction of a second once: inside a timed case it would be that case's)."""
+    rise from idle) and move pyreduce's launch path to its compiled form, as a
+    long-running process has it (:func:`pyreduce.backends.fastpath.launch`: it
+    takes a fraction of a second once, which inside a timed case would be that
+    case's)."""
     import cupy as cp
 
     import pyreduce
     from pyreduce.backends import fastpath
 
     x = cp.ones(2**24, dtype=cp.float32)
-    for _ in range(fastpath.COMPILE_AFTER + 10):
+    fastpath.use_compiled_launch()
+    for _ in range(10):
         pyreduce.sum(x[:1024])
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:

@@ -693,7 +693,8 @@ def test_the_compiled_launch_is_loaded_from_the_cache(cache_dir):
 
 
 @pytest.mark.parametrize("builds", [True, False])
-def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
+@pytest.mark.parametrize("ready", [True, False])
+def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds, ready):
     from pyreduce.backends import fastpath
 
     made = []
@@ -716,15 +717,43 @@ def test_the_first_launches_run_in_python_then_compiled(monkeypatch, builds):
     first_call = fastpath.first_launch
     monkeypatch.setattr(fastpath, "launch", first_call)
     monkeypatch.setattr(fastpath, "COMPILE_AFTER", 3)
+    monkeypatch.setattr(fastpath, "LOAD_COLD_AFTER", 9)
+    monkeypatch.setattr(fastpath, "cpu_target_ready", lambda: ready)
+    monkeypatch.setattr(fastpath, "driver_functions", lambda: (1, 2))
     monkeypatch.setattr(fastpath, "_bindings_launch", lambda: python)
     monkeypatch.setattr(fastpath, "_compiled_launch", build)
-    for found, want in ((2, ["python"] * 3 + ["compiled" if builds else "python"] * 2),
-                        (0, ["python"] * 5)):  # the last word 0: ctypes found no libcuda
+    # with Numba's CPU target ready the compiled launch takes over at the first
+    # look (after 3 launches), else at the look that reaches 9 launches
+    switch = 3 if ready else 9
+    for found, want in ((2, ["python"] * switch + ["compiled" if builds else "python"] * 3),
+                        (0, ["python"] * (switch + 3))):  # 0: ctypes found no libcuda
         values = np.array([0, 0, 1, found], np.int64)
         fastpath.launch, made[:] = first_call, []
-        for _ in range(5):
+        for _ in range(switch + 3):
             assert fastpath.launch(values, -1, -1, 0, 0, 0, 0, -1, 1, 1, 32, 0, 0) == 0
         assert made == want
+
+
+def test_numba_cpu_target_readiness_is_seen():
+    from numba import njit
+
+    from pyreduce.backends import fastpath
+
+    njit(lambda v: v + 1)  # a CPU dispatcher readies the target
+    assert fastpath.cpu_target_ready()
+
+
+def test_use_compiled_launch_switches_at_once(monkeypatch):
+    from pyreduce.backends import fastpath
+
+    monkeypatch.setattr(fastpath, "launch", fastpath.first_launch)
+    marker = lambda *args: 0  # noqa: E731
+    monkeypatch.setattr(fastpath, "_compiled_launch", lambda: marker)
+    monkeypatch.setattr(fastpath, "driver_functions", lambda: (1, 2))
+    assert fastpath.use_compiled_launch() and fastpath.launch is marker
+    monkeypatch.setattr(fastpath, "launch", fastpath.first_launch)
+    monkeypatch.setattr(fastpath, "driver_functions", lambda: (0, 0))  # no libcuda
+    assert not fastpath.use_compiled_launch() and fastpath.launch is fastpath.first_launch
 
 
 def test_without_libcuda_the_launch_words_are_zero():
@@ -1251,7 +1280,8 @@ def test_gpu_the_launch_path_is_loaded_in_a_second_process(cache_dir):
     import pyreduce
     from pyreduce.backends import fastpath
     x = cuda.to_device(np.arange(1000.0))
-    for _ in range(fastpath.COMPILE_AFTER + 10):  # then the compiled launch takes over
+    fastpath.use_compiled_launch()
+    for _ in range(10):
         assert pyreduce.sum(x) == 499500.0
     print(sum(fastpath.launch.stats.cache_hits.values()))
     """

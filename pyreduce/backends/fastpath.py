@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 
 import numpy as np
@@ -256,21 +257,31 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
     addresses of ``cuCtxGetDevice`` and ``cuLaunchKernel``
     (:func:`driver_functions`), so a launch allocates nothing.
 
-    The first :data:`COMPILE_AFTER` launches run in Python through
-    ``cuda.bindings``; then Numba-compiled code calling the driver through those
-    addresses takes over, which spares the per-argument conversions of a Python
-    binding (on an H100, about a microsecond of a launch's 5-6). It is loaded
-    from the disk cache after its first compile
-    (:mod:`pyreduce.backends.launchjit`), but loading still readies Numba's CPU
-    target, a fraction of a second that a process launching a few times need
-    not spend. Where ctypes did not find libcuda's functions, Python throughout."""
-    _use(_counted(_bindings_launch(), COMPILE_AFTER) if values[-1] else _bindings_launch())
+    Launches run in Python through ``cuda.bindings`` at first. Numba-compiled
+    code calling the driver through those addresses can take over, which spares
+    the per-argument conversions of a Python binding (on an H100, about a
+    microsecond of a launch's 5-6). It is loaded from the disk cache after its
+    first compile (:mod:`pyreduce.backends.launchjit`), but loading readies
+    Numba's CPU target unless the process already has: half a second to over a
+    second, which a microsecond a launch repays only after about a million
+    launches. So every :data:`COMPILE_AFTER` launches the process is looked at:
+    the compiled launch takes over once Numba's CPU target is ready (the
+    process compiled or loaded CPU code: a ``cpu`` backend fold, a user's
+    ``njit``) or after :data:`LOAD_COLD_AFTER` launches
+    (:func:`use_compiled_launch` switches at once). Where ctypes did not find
+    libcuda's functions, Python throughout."""
+    _use(_counted(_bindings_launch(), COMPILE_AFTER, LOAD_COLD_AFTER) if values[-1]
+         else _bindings_launch())
     return launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, function,
                   grid, block, stream, params)
 
 
-#: launches made in Python before :func:`launch` switches to compiled code
+#: launches between two looks at whether the compiled launch should take over
 COMPILE_AFTER = 1000
+
+#: launches after which the compiled launch takes over even where loading it
+#: readies Numba's CPU target (a microsecond saved a launch repays that load)
+LOAD_COLD_AFTER = 2**20
 
 #: :func:`launch` as defined: it picks the implementation that replaces it
 first_launch = launch
@@ -281,21 +292,48 @@ def _use(implementation) -> None:
     launch = implementation
 
 
-def _counted(first, count: int):
-    """``first`` for ``count`` calls, then the compiled launch (``first`` still,
-    should that fail to build)."""
-    left = [count]
+def _counted(first, count: int, cold_after: int):
+    """``first``, looking every ``count`` calls whether the compiled launch should
+    replace it: when Numba's CPU target is ready, or ``cold_after`` calls on
+    (``first`` stays should the compiled launch fail to build)."""
+    left, made = [count], [0]
 
     def counting(*args):
         left[0] -= 1
         if left[0] == 0:
-            try:
-                _use(_compiled_launch())
-            except Exception:  # Numba cannot build it here: Python stays
-                _use(first)
+            made[0] += count
+            if made[0] >= cold_after or cpu_target_ready():
+                use_compiled_launch(first)
+            else:
+                left[0] = count
         return first(*args)
 
     return counting
+
+
+def use_compiled_launch(fallback=None) -> bool:
+    """Make the compiled launch :func:`launch`'s implementation now (loading or
+    compiling it: see :func:`launch`); ``fallback`` (if given) takes over should
+    it fail to build. Whether the compiled launch is in use. Benchmarks call this
+    to time a long-running process's steady state."""
+    if not all(driver_functions()):  # the compiled launch calls libcuda by address
+        return False
+    try:
+        _use(_compiled_launch())
+        return True
+    except Exception:  # Numba cannot build it here
+        if fallback is not None:
+            _use(fallback)
+        return False
+
+
+def cpu_target_ready() -> bool:
+    """Whether this process has readied Numba's CPU target (its code generator
+    and typing registries), so that loading compiled CPU code is cheap. False
+    where Numba is not imported, or no longer keeps the target where looked for."""
+    registry = sys.modules.get("numba.core.registry")
+    target = getattr(registry, "cpu_target", None)
+    return target is not None and "_toplevel_target_context" in vars(target)
 
 
 def _launcher(current_device, launch_kernel):
