@@ -131,8 +131,13 @@ class Executable:
         #: ``(KernelSpec.finisher, result dtype)`` where the last launch finishes
         #: a structured reduction into results of that dtype; else None
         self.finished = finished
-        self.schedule = getattr(plan, "schedule", None) or schedule(
-            plan, None if finished is None else finished[0])
+        batched = getattr(plan, "schedule", None)
+        if batched is not None and finished is not None:  # the last step finishes
+            last = batched.steps[-1]
+            last = dataclasses.replace(last, spec=dataclasses.replace(
+                last.spec, finisher=finished[0]))
+            batched = dataclasses.replace(batched, steps=batched.steps[:-1] + (last,))
+        self.schedule = batched or schedule(plan, None if finished is None else finished[0])
         ref = self.schedule.initial
         # Where no kernel writes the initial value's buffer, a value written once
         # stays: a workspace rewrites it only when the call's value differs (a

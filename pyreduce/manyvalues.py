@@ -353,15 +353,23 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         placed = tuple(r.host(v) for r, v in zip(results, parts))
         return placed if fin.outputs > 1 else placed[0]
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
-    executable, count, known = be.executable(plan, monoid, device), math.prod(shape), \
-        _known_flag(fin, K, monoid)
-    kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)  # looked up once, not a call
+    count, known = math.prod(shape), _known_flag(fin, K, monoid)
+    if _rows_finish(plan, fin):  # the kernel that writes the outputs finishes them
+        executable = be.executable(plan, monoid, device, (_finisher_spec(fin), want))
 
-    def run(window, results):
-        _run_finished(be, fin, executable, window, on, [r.buffer for r in results], count,
-                      known, kernel)
-        users = tuple(r.user for r in results)
-        return users if fin.outputs > 1 else users[0]
+        def run(window, results):
+            executable(window, on, out=results[0].buffer)
+            fin.report(known)
+            return results[0].user
+    else:
+        executable = be.executable(plan, monoid, device)
+        kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)  # looked up once
+
+        def run(window, results):
+            _run_finished(be, fin, executable, window, on, [r.buffer for r in results],
+                          count, known, kernel)
+            users = tuple(r.user for r in results)
+            return users if fin.outputs > 1 else users[0]
 
     if remember is not None and out is None and src.described:
         window_of = _window_of(be, src, on)
@@ -375,6 +383,17 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
 
         callmemo.remember_runner(remember, runner, monoid)
     return run(src.window, results)
+
+
+def _rows_finish(plan, fin) -> bool:
+    """Whether the kernel of a rows plan that writes the outputs finishes them
+    itself (``BatchSpec.finisher``), saving the finishing kernel's launch: a
+    finisher of one result whose flag of an empty lane does not depend on the
+    data (the NaN-ignoring statistics read theirs back) and whose ``ddof`` is
+    finite (a literal of the kernel's source). Columns plans and minmax's two
+    results keep the finishing kernel."""
+    return (plan.kind == "rows" and fin.outputs == 1 and not fin.counted
+            and math.isfinite(fin.ddof))
 
 
 def _known_flag(fin, K: int, monoid: Monoid):

@@ -228,9 +228,17 @@ class BatchSpec(_LaunchShape):
     #: adjacent elements, copied into shared memory ``row`` loads a thread, a
     #: warp's loads adjacent, then folded from there, a thread a row
     row: int = 0
+    #: the last launch of a structured reduction along axes finishes each
+    #: output: ``(finisher key, ddof, 1)``, as :attr:`KernelSpec.finisher`, for a
+    #: finisher of one result (a rows kernel that writes the outputs)
+    finisher: Hashable | None = None
 
     def __post_init__(self):
         _check_launch_shape(self)
+        if self.finisher is not None and (self.family != "segments" or self.split
+                                          or self.finisher[2] != 1):
+            raise ValueError("finisher= applies to a segments kernel that writes the "
+                             "outputs, of a finisher of one result")
         if (self.group == "staged") != bool(self.row):
             raise ValueError("row= is the staged group's row length, and that group needs one")
         if self.row and not (2 <= self.row <= STAGED_ROW_MAX and self.source == "rows"

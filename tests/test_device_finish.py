@@ -345,6 +345,50 @@ def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("shape,axis,kernel", [
+    ((40, 7), 1, "staged"), ((9, 300), 1, "warp"), ((2, 3000), 1, "block"),
+    ((3, 20, 6), 1, "lanes"), ((300, 3), 0, "columns"),
+])
+def test_the_rows_kernel_finishes_its_outputs(shape, axis, kernel, monkeypatch):
+    """Along axes, a rows plan's kernel that writes the outputs finishes them
+    (``BatchSpec.finisher``, one result each): no finishing kernel for mean,
+    var, std (every ddof), argmax, argmin and ptp, with a split plan's second
+    pass finishing; minmax's two results, the NaN statistics (whose flag comes
+    back) and columns plans keep it. Each gets NumPy's values, and a ddof past
+    a lane's length its warning and NaN."""
+    cuda = _cuda()
+    finishing = []
+    real = GeneratedBackend.finish
+    monkeypatch.setattr(GeneratedBackend, "finish",
+                        lambda self, *a, **k: finishing.append(1) or real(self, *a, **k))
+    x = _data(shape, np.float32, 12, nan_share=0)
+    d = cuda.to_device(x)
+    kw = on("sim", axis=axis)
+    e = pyreduce.explain(d, "add", **kw).plan
+    group = "columns" if e.kind == "columns" else e.spec.group
+    assert group == kernel, e.spec.label
+    for name in ["mean", "var", "std", "argmax", "argmin", "ptp", "minmax", "nanmean"]:
+        for ddof in ((0, 1, 2.5) if name in WITH_DDOF else (None,)):
+            finishing.clear()
+            more = {} if ddof is None else {"ddof": ddof}
+            got = getattr(pyreduce, name)(d, **more, **kw)
+            got = tuple(g.copy_to_host() for g in got) if name == "minmax" else \
+                got.copy_to_host()
+            want = _numpy(name, x, axis=axis, **more)
+            assert np.allclose(got, want, rtol=1e-5), (name, ddof, got, want)
+            keeps = name in ("minmax", "nanmean") or kernel == "columns"
+            assert finishing == ([1] if keeps else []), (name, finishing)
+    if kernel != "columns":
+        with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+            got = pyreduce.var(d, ddof=shape[axis], **kw).copy_to_host()
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = _numpy("var", x, axis=axis, ddof=shape[axis])
+        assert np.isinf(want).any()
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@pytest.mark.sim
 def test_an_infinite_or_nan_ddof_is_finished_as_numpy_divides(monkeypatch):
     """A ddof the kernel cannot hold as a literal (inf, -inf, NaN) goes to the
     finishing kernel, whose argument it is: NumPy's value (inf, 0, NaN), with

@@ -223,8 +223,9 @@ def put_result(spec: KernelSpec, array: str, index: str, value: str) -> str:
     ``finish(acc, ddof)`` of :mod:`pyreduce.finishers`, each cast to ``res_t``
     (the finisher's dtype, as the host's finishers cast) and stored from
     ``out[index * outputs]`` on. Only a kernel whose grid is one block writes
-    the result there, so ``index`` is 0 when the finisher applies."""
-    if spec.finisher is None:
+    the result there, so ``index`` is 0 when the finisher applies; a batched
+    kernel's finisher has one result, ``out[index]`` of segment ``index``."""
+    if getattr(spec, "finisher", None) is None:
         return store(spec, array, index, value)
     _, ddof, outputs = spec.finisher
     lines = [f"{array}_r = finish({value}, {float(ddof)!r})"]

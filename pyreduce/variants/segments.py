@@ -70,8 +70,8 @@ from __future__ import annotations
 from ..codegen import render
 from ..spec import BatchSpec
 from ._blocks import (
-    acc_load, block_fold, chain, combine, copy, element, prelude, shared_decl, snippet,
-    store, warp_fold,
+    acc_load, block_fold, chain, combine, copy, element, prelude, put_result, shared_decl,
+    snippet, store, warp_fold,
 )
 
 __all__ = ["build", "arguments"]
@@ -120,15 +120,20 @@ def _position(spec: BatchSpec):
 
 
 def _write(spec: BatchSpec, value: str) -> str:
+    """Segment ``seg``'s ``value`` written: a part's partial, or the output
+    (``initial`` combined on its left; finished where the spec finishes)."""
     if spec.split:
         return store(spec, "out", "seg * parts + part", value)
     if spec.initial:
-        return store(spec, "out", "seg", combine(acc_load(spec, "init", "0"), value))
-    return store(spec, "out", "seg", value)
+        value = combine(acc_load(spec, "init", "0"), value)
+    return put_result(spec, "out", "seg", value)
 
 
 def _empty(spec: BatchSpec) -> str:
-    """An empty segment's output: ``init[0]``."""
+    """An empty segment's output: ``init[0]`` (finished where the spec finishes:
+    rows are never empty, but the branch is compiled all the same)."""
+    if spec.finisher is not None and not spec.split:
+        return put_result(spec, "out", "seg", acc_load(spec, "init", "0"))
     return copy(spec, "out", "seg", "init", "0")
 
 
