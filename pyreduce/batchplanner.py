@@ -94,7 +94,7 @@ from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import (
     DeviceInfo, Tuning, default_items, forget_decisions, on_clear_plans, vector_width,
 )
-from .spec import BatchSpec
+from .spec import F32_TILES, BatchSpec, tiles_in_float32
 from .variants.columns import ROWS, fold_width
 from .variants.segments import staged_words
 
@@ -231,12 +231,29 @@ class _Shape:
         need = max(1, math.ceil(length / lanes))
         return min(items, 1 << (need - 1).bit_length())
 
-    def parts(self, count: int, length: float, unit: int) -> int:
+    def parts(self, count: int, length: float, unit: int, target: int | None = None) -> int:
         """How many parts each of ``count`` outputs is cut into: enough for
-        ``target`` blocks, each at least ``unit`` elements long."""
-        if count >= self.target:
+        ``target`` blocks (default :attr:`target`), each at least ``unit``
+        elements long."""
+        target = self.target if target is None else target
+        if count >= target:
             return 1
-        return max(1, min(-(-self.target // count), int(-(-length // unit))))
+        return max(1, min(-(-target // count), int(-(-length // unit))))
+
+    def columns_target(self, in_dtype: np.dtype, acc_dtype: np.dtype) -> int:
+        """The blocks a split columns pass aims at: :attr:`target`, cut by the
+        ratio of the accumulator's size to the element's (to at most a
+        quarter), unless the call named ``max_blocks``. Every part writes a
+        row of partials that the finishing pass reads again: with ``target``
+        parts of 16- and 32-byte accumulators over 4-byte elements they came
+        to half the input's bytes and more. On an H100, columns of 16384 x
+        16384 float32 took, device time, mean 412 -> 377 us, var 686 -> 510,
+        argmax 450 -> 416 with a quarter of the blocks (a sum 383 at the full
+        target); of 4096 x 4096, var 618 us -> at most 181."""
+        if self.tuning.max_blocks is not None:
+            return self.target
+        ratio = np.dtype(acc_dtype).itemsize // np.dtype(in_dtype).itemsize
+        return max(1, self.target // min(4, max(1, ratio)))
 
 
 def _pow2_alignment(align: int, itemsize: int, *element_offsets: int) -> int:
@@ -364,7 +381,7 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
     group, lanes = shape.group(d.K, d.M, wide)
     if group != "lanes":  # a thread, a warp or a block a row: one load a lane
         group, lanes = shape.group(d.K, d.M, shape.items)
-    items = wide if group == "lanes" else shape.items
+    items = wide if group == "lanes" else _row_items(shape, d.K, acc_dtype)
     unit = d.ks == 1
     block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes, items), 1, 1
     wanted = shape.tuning.vector_loads
@@ -387,9 +404,12 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
             parts = -(-d.K // chunk)  # every part holds elements
             grid = d.M * parts
     split = parts > 1
+    # a lane's loaded run summarised in float32 first, as the 1-D first passes do
+    f32_tiles = (vector > 1 and mapped and op_key in F32_TILES
+                 and tiles_in_float32(in_dtype))
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, group, "rows", unit, split, initial and not split, mapped=mapped,
-                     lanes=lanes)
+                     lanes=lanes, f32_tiles=f32_tiles)
     desc = _descriptor(d)
     init = Ref("init", 0, 1)
     grain = block * items
@@ -403,6 +423,24 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
         buffers.append(("partials", d.M * parts, acc_dtype, False))
     return BatchPlan("rows", spec, grid, parts, d.M,
                      Schedule(tuple(buffers), tuple(steps), init, d.M))
+
+
+#: an accumulator at least this large (var's and std's four float64) makes a warp
+#: or a block a row load :attr:`_Shape.row_items` a lane
+HEAVY_ACC_BYTES = 32
+
+
+def _row_items(shape: _Shape, K: int, acc_dtype: np.dtype) -> int:
+    """Items a lane of a warp or a block a row loads at once: the shape's, or
+    its ``row_items`` for rows of 16 or more into an accumulator of
+    :data:`HEAVY_ACC_BYTES` or more, whose fold of each element is long (all
+    loads in flight before it starts). On an H100, float32 var of 4096 x 4096
+    along rows took, device time, 110 us with 4 items a lane and 77 with 8; of
+    131072 x 300, 297 and 246 (argmax and mean, of smaller accumulators, did
+    not gain)."""
+    if K >= 16 and is_tuple(acc_dtype) and acc_dtype.itemsize >= HEAVY_ACC_BYTES:
+        return shape.row_items
+    return shape.items
 
 
 def _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped) -> BatchPlan:
@@ -426,7 +464,8 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,
     block = shape.narrow_block(-(-d.Mi // items))
     tiles = -(-d.Mi // (block * items))
     blocks = d.Mo * tiles
-    parts = _whole_parts(d.K, shape.parts(blocks, d.K, ROWS))
+    parts = _whole_parts(d.K, shape.parts(blocks, d.K, ROWS,
+                                          shape.columns_target(in_dtype, acc_dtype)))
     split = parts > 1
     spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, "block", "rows", unit, split, initial and not split,

@@ -156,10 +156,14 @@ class KernelSpec(_LaunchShape):
 
     def __post_init__(self):
         _check_launch_shape(self)
-        if self.f32_tiles and (self.op_key not in F32_TILES or self.vector == 1
-                               or not tiles_in_float32(self.in_dtype) or not self.mapped):
-            raise ValueError("f32_tiles summarises vector-loaded float32 or half-precision "
-                             "elements for an op of spec.F32_TILES")
+        _check_f32_tiles(self)
+
+
+def _check_f32_tiles(spec) -> None:
+    if spec.f32_tiles and (spec.op_key not in F32_TILES or spec.vector == 1
+                           or not tiles_in_float32(spec.in_dtype) or not spec.mapped):
+        raise ValueError("f32_tiles summarises vector-loaded float32 or half-precision "
+                         "elements for an op of spec.F32_TILES")
 
 
 #: Kernel families of batched reductions (many results per launch), not variants
@@ -232,9 +236,18 @@ class BatchSpec(_LaunchShape):
     #: output: ``(finisher key, ddof, 1)``, as :attr:`KernelSpec.finisher`, for a
     #: finisher of one result (a rows kernel that writes the outputs)
     finisher: Hashable | None = None
+    #: a lane's run of vector-loaded elements of a row is summarised in float32
+    #: first, as :attr:`KernelSpec.f32_tiles` (a group of lanes, a warp or a
+    #: block a row of the ``segments`` family)
+    f32_tiles: bool = False
 
     def __post_init__(self):
         _check_launch_shape(self)
+        _check_f32_tiles(self)
+        if self.f32_tiles and (self.family != "segments" or self.finish
+                               or self.group not in ("lanes", "warp", "block")):
+            raise ValueError("f32_tiles applies to the first pass of a group of lanes, a "
+                             "warp or a block a row")
         if self.finisher is not None and (self.family != "segments" or self.split
                                           or self.finisher[2] != 1):
             raise ValueError("finisher= applies to a segments kernel that writes the "

@@ -301,11 +301,12 @@ def fold_items(
         index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
         items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
                  for k in range(count)]
-        if spec.f32_tiles and position is None:
+        if spec.f32_tiles:
             kind = F32_TILES[spec.op_key]
             if kind == "moments":
                 return "\n".join(loads + tile_moments(spec, dst, values, items))
-            return "\n".join(loads + tile_arg(spec, dst, values, first, kind))
+            at = position(first) if position else first
+            return "\n".join(loads + tile_arg(spec, dst, values, at, kind))
         return "\n".join(loads + chain(dst, items))
 
     def item(index):
