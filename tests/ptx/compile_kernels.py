@@ -1,0 +1,233 @@
+"""Compile pyreduce's CUDA kernels to PTX with NVVM, on a machine with no GPU.
+
+Numba's CUDA simulator runs the generated kernels as Python: it does not type
+them. A kernel that the simulator runs can still fail to compile for a GPU (a
+record stored into a float array in a branch no test reaches, say). This check
+types, lowers and compiles every kind of kernel pyreduce generates for the
+``cuda`` backend, through the backend's own kernel builder
+(``CudaBackend.kernel``, ``CudaBackend.finish_kernel``), with numba-cuda's
+``compile_ptx`` for a compute capability (9.0 by default). It needs NVVM and
+NVRTC (the ``cuda13`` or ``cuda`` extra's toolkit wheels, or a CUDA toolkit),
+not a GPU or a driver. **Nothing runs.**
+
+What it compiles:
+
+* every 1-D variant of :data:`pyreduce.variants.VARIANTS` for float32 ``add``,
+  a float64 user lambda and float32 ``argmax`` (a record accumulator);
+* the batched kernels of every group and source
+  (``tests/amdgcn/compile_batched.py``'s kinds: thread, lanes, warp, block, a
+  split pass and its finishing pass, staged rows, strided rows, columns) for
+  float32 sum, argmax and nansum;
+* the rows kernels that finish their outputs (``BatchSpec.finisher``) for
+  the accumulators of :data:`FINISHED`, in every group that writes outputs;
+* rows whose lanes summarise their runs in float32 first
+  (``BatchSpec.f32_tiles``) for the cases of :data:`TILED`;
+* the finishing kernel of each structured reduction.
+
+Usage (from the checkout)::
+
+    python tests/ptx/compile_kernels.py [--cc 9.0] [--only SUBSTRING] [--shard I/N]
+
+It prints one line per kernel and exits non-zero if any failed to compile
+(``tests/ptx/run.sh`` runs it in two processes, as CI does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "amdgcn"))  # compile_batched: the kinds
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+
+WARP, BLOCK = 32, 256
+
+#: 1-D cases: (label, dtype, op)
+VARIANT_CASES = (
+    ("f32 add", "float32", "add"),
+    ("f64 lambda", "float64", "lambda a, b: a - a * 0.5 + b"),
+    ("f32 argmax", "float32", "argmax"),
+)
+
+#: the structured reductions whose rows kernels finish their outputs, by input
+#: dtype (a record of two float64, of four, of a value and an int64 index)
+FINISHED = (("float32", "mean"), ("float32", "std"), ("float32", "argmax"),
+            ("float64", "var"), ("float64", "argmax"))
+
+
+#: rows whose lanes summarise their loaded runs in float32 (BatchSpec.f32_tiles)
+TILED = (("float32", "var"), ("float32", "argmax"), ("float16", "std"))
+GROUPS_TILED = ("lanes", "warp", "block")
+
+
+def toolkit_found() -> str | None:
+    """Why NVVM or NVRTC cannot be used here, or None where both load."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        for lib in ("nvvm", "nvrtc"):
+            load_nvidia_dynamic_lib(lib)
+    except Exception as exc:  # noqa: BLE001  (any failure means: no toolkit)
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _monoid(dtype: str, op: str):
+    import numpy as np
+
+    from pyreduce import structured
+    from pyreduce.ops import as_monoid
+
+    dt = np.dtype(dtype)
+    if op == "argmax":
+        return structured.argmax_monoid(dt)
+    if op in ("mean", "var", "std"):
+        return structured.moments_monoid(dt, op, ddof=1 if op != "mean" else 0)
+    return as_monoid(eval(op) if op.startswith("lambda") else op, dt)  # noqa: S307
+
+
+def _variant_signature(spec, last_block: bool):
+    from numba import from_dtype, types
+
+    x = types.Array(from_dtype(spec.in_dtype), 1, "C")
+    acc = types.Array(from_dtype(spec.acc_dtype), 1, "C")
+    sig = [x, types.int64, types.int64, acc]
+    if last_block:
+        sig += [acc, types.int64, types.Array(types.int32, 1, "C")]
+    return tuple(sig)
+
+
+def _finished_signature(spec, finisher):
+    """A batched kernel's arguments where its outputs are finished results."""
+    from numba import from_dtype, types
+
+    import compile_batched
+
+    sig = list(compile_batched.batch_signature(spec))
+    from pyreduce.variants.segments import arguments
+
+    sig[arguments(spec.source).index("out")] = types.Array(from_dtype(finisher.dtype), 1, "C")
+    return tuple(sig)
+
+
+def jobs():
+    """``(label, kernel maker, signature)`` of every kernel compiled."""
+    import dataclasses
+
+
+    import numpy as np
+
+    import compile_batched
+    from pyreduce.backends.numba_cuda import CudaBackend
+    from pyreduce.planner import DeviceInfo, default_items
+    from pyreduce.spec import KernelSpec
+    from pyreduce.variants import VARIANTS
+
+    backend = CudaBackend()
+    device = DeviceInfo("no device (ptx check)", ("ptx-check",), 1, 2048, 32, WARP)
+    for label, dtype, op in VARIANT_CASES:
+        monoid = _monoid(dtype, op)
+        for name, v in VARIANTS.items():
+            if v.commutative_only and not monoid.commutative:
+                continue
+            items = v.default_items or default_items(monoid.dtype)
+            spec = KernelSpec(name, np.dtype(dtype), monoid.dtype, monoid.key, BLOCK, WARP,
+                              items, mapped=monoid.map is not None)
+            yield (f"variant {name} {label}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   _variant_signature(spec, bool(getattr(v.options, "last_block", False))))
+    for label, builder in compile_batched.BATCH_CASES:
+        monoid = compile_batched.batch_monoid(builder)
+        for kind, fields in compile_batched.batch_kinds(WARP):
+            if fields.get("finish") and monoid.map is not None and monoid.dtype.names is None:
+                continue
+            spec = compile_batched.batch_spec(monoid, "float32", fields, WARP, BLOCK)
+            yield (f"batched {kind} {label}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   compile_batched.batch_signature(spec))
+    for dtype, op in FINISHED:
+        monoid = _monoid(dtype, op)
+        fin = monoid.finisher
+        for kind, fields in compile_batched.batch_kinds(WARP):
+            if (fields.get("family", "segments") != "segments" or fields.get("split")
+                    or fields.get("source") != "rows"):
+                continue  # only a rows kernel that writes the outputs finishes them
+            spec = compile_batched.batch_spec(monoid, dtype, fields, WARP, BLOCK)
+            spec = dataclasses.replace(spec, finisher=(fin.key, fin.ddof, 1))
+            yield (f"finished {kind} {dtype} {op}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   _finished_signature(spec, fin))
+    for dtype, op in TILED:
+        monoid = _monoid(dtype, op)
+        fin = monoid.finisher
+        for kind, fields in compile_batched.batch_kinds(WARP):
+            if (fields.get("source") != "rows" or fields.get("group") not in GROUPS_TILED
+                    or fields.get("finish") or "strided" in kind):
+                continue
+            spec = compile_batched.batch_spec(monoid, dtype, fields, WARP, BLOCK)
+            spec = dataclasses.replace(spec, vector=4, items=8, f32_tiles=True)
+            if not spec.split:  # as the planner makes the last pass: finished
+                spec = dataclasses.replace(spec, finisher=(fin.key, fin.ddof, 1))
+            yield (f"tiled {kind} {dtype} {op}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   _finished_signature(spec, fin) if spec.finisher
+                   else compile_batched.batch_signature(spec))
+    for label, builder in compile_batched.FINISH_CASES:
+        monoid = compile_batched.finish_monoid(builder)
+        fin = monoid.finisher
+        yield (f"finishing {label}",
+               lambda fin=fin, monoid=monoid: backend.finish_kernel(fin, monoid.dtype,
+                                                                    fin.counted),
+               compile_batched.finish_signature(fin, monoid.dtype, fin.counted))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cc", default="9.0", help="compute capability (default 9.0)")
+    ap.add_argument("--only", help="compile only kernels whose label contains this")
+    ap.add_argument("--shard", default="0/1",
+                    help="I/N: compile every Nth kernel from the Ith (for N processes)")
+    args = ap.parse_args(argv)
+    missing = toolkit_found()
+    if missing:
+        print(f"no NVVM/NVRTC: {missing}", file=sys.stderr)
+        return 2
+    from numba import cuda
+    from numba.cuda import dispatcher
+
+    cc = tuple(int(p) for p in args.cc.split("."))
+    # device functions (the operator, the finisher) are compiled for the current
+    # device's compute capability: here there is none, so it is the one asked for
+    dispatcher.get_current_device = lambda: type("NoDevice", (), {"compute_capability": cc})
+    failed = total = 0
+    t0 = time.perf_counter()
+    shard, shards = (int(p) for p in args.shard.split("/"))
+    for i, (label, make, sig) in enumerate(jobs()):
+        if (args.only and args.only not in label) or i % shards != shard:
+            continue
+        try:
+            kernel = make()
+        except ValueError as exc:  # a variant that refuses this op: never built
+            print(f"refused {label}: {exc}", flush=True)
+            continue
+        total += 1
+        t = time.perf_counter()
+        try:
+            cuda.compile_ptx(kernel.fn.py_func, sig, cc=cc)
+        except Exception as exc:  # noqa: BLE001  (reported, then the next)
+            failed += 1
+            text = str(exc).strip().splitlines()
+            print(f"FAILED {label}: {type(exc).__name__}: {' | '.join(text[:3])[:600]}",
+                  flush=True)
+            continue
+        print(f"ok {label} ({time.perf_counter() - t:.2f} s)", flush=True)
+    print(f"{total} kernels, {failed} failed, {time.perf_counter() - t0:.0f} s (cc {args.cc})")
+    return 1 if failed or not total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
