@@ -21,6 +21,9 @@ Cases (each skipped where its library or a GPU is missing):
 ``cupy_mean``       ``pyreduce.mean`` of it (a structured reduction: the kernels and
                     the finishing kernel)
 ``cupy_mean_peer``  CuPy's own ``x.mean()``, its peer
+``cupy_axes``       ``pyreduce.mean`` of it as 1024 rows of 1024 along ``axis=1``
+                    and ``pyreduce.sum`` of it as 2**17 rows of 8 (staged rows)
+``cupy_axes_peer``  CuPy's own two calls
 ``cupy_peer``       CuPy's own ``x.max()``, the peer of the two above
 ``numpy_max``       ``pyreduce.max`` of a 2**20 float64 NumPy array (``auto``)
 ``numpy_lambda``    the same with the lambda
@@ -85,6 +88,23 @@ import pyreduce
 v = pyreduce.mean(x)  # a structured reduction, finished on the device
 ok = abs(float(v) - float(x.astype(cp.float64).mean())) < 1e-6
 done(seconds=time.perf_counter() - t, ok=bool(ok))
+""",
+    "cupy_axes": _CUPY + """
+t = time.perf_counter()
+import pyreduce
+rows = x.reshape(1024, 1024)
+m = pyreduce.mean(rows, axis=1)  # a rows kernel that finishes its outputs
+s = pyreduce.sum(x.reshape(2**17, 8), axis=1)  # short rows, staged
+ok = bool(cp.allclose(m, rows.mean(axis=1), rtol=1e-5)) and bool(
+    cp.allclose(s, x.reshape(2**17, 8).sum(axis=1), rtol=1e-5))
+done(seconds=time.perf_counter() - t, ok=ok)
+""",
+    "cupy_axes_peer": _CUPY + """
+t = time.perf_counter()
+m = x.reshape(1024, 1024).mean(axis=1)
+s = x.reshape(2**17, 8).sum(axis=1)
+cp.cuda.Device().synchronize()
+done(seconds=time.perf_counter() - t, ok=True)
 """,
     "cupy_mean_peer": _CUPY + """
 t = time.perf_counter()
