@@ -354,7 +354,7 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         return placed if fin.outputs > 1 else placed[0]
     device, src, plan = _strided_plan(be, info, monoid, axes, tuning, on, False)
     count, known = math.prod(shape), _known_flag(fin, K, monoid)
-    if _rows_finish(plan, fin):  # the kernel that writes the outputs finishes them
+    if _finishes_in_kernel(plan, fin):  # the kernel that writes the outputs finishes them
         executable = be.executable(plan, monoid, device, (_finisher_spec(fin), want))
 
         def run(window, results):
@@ -385,14 +385,14 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
     return run(src.window, results)
 
 
-def _rows_finish(plan, fin) -> bool:
-    """Whether the kernel of a rows plan that writes the outputs finishes them
-    itself (``BatchSpec.finisher``), saving the finishing kernel's launch: a
-    finisher of one result whose flag of an empty lane does not depend on the
-    data (the NaN-ignoring statistics read theirs back) and whose ``ddof`` is
-    finite (a literal of the kernel's source). Columns plans and minmax's two
+def _finishes_in_kernel(plan, fin) -> bool:
+    """Whether the kernel of a rows or columns plan that writes the outputs
+    finishes them itself (``BatchSpec.finisher``), saving the finishing
+    kernel's launch: a finisher of one result whose flag of an empty lane does
+    not depend on the data (the NaN-ignoring statistics read theirs back) and
+    whose ``ddof`` is finite (a literal of the kernel's source). minmax's two
     results keep the finishing kernel."""
-    return (plan.kind == "rows" and fin.outputs == 1 and not fin.counted
+    return (plan.kind in ("rows", "columns") and fin.outputs == 1 and not fin.counted
             and math.isfinite(fin.ddof))
 
 

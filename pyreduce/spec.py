@@ -234,7 +234,7 @@ class BatchSpec(_LaunchShape):
     row: int = 0
     #: the last launch of a structured reduction along axes finishes each
     #: output: ``(finisher key, ddof, 1)``, as :attr:`KernelSpec.finisher`, for a
-    #: finisher of one result (a rows kernel that writes the outputs)
+    #: finisher of one result (a rows or columns kernel that writes the outputs)
     finisher: Hashable | None = None
     #: a lane's run of vector-loaded elements of a row is summarised in float32
     #: first, as :attr:`KernelSpec.f32_tiles` (a group of lanes, a warp or a
@@ -248,10 +248,10 @@ class BatchSpec(_LaunchShape):
                                or self.group not in ("lanes", "warp", "block")):
             raise ValueError("f32_tiles applies to the first pass of a group of lanes, a "
                              "warp or a block a row")
-        if self.finisher is not None and (self.family != "segments" or self.split
+        if self.finisher is not None and (self.family == "scan" or self.split
                                           or self.finisher[2] != 1):
-            raise ValueError("finisher= applies to a segments kernel that writes the "
-                             "outputs, of a finisher of one result")
+            raise ValueError("finisher= applies to a rows or columns kernel that writes "
+                             "the outputs, of a finisher of one result")
         if (self.group == "staged") != bool(self.row):
             raise ValueError("row= is the staged group's row length, and that group needs one")
         if self.row and not (2 <= self.row <= STAGED_ROW_MAX and self.source == "rows"

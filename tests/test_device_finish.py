@@ -347,15 +347,16 @@ def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):
 @pytest.mark.sim
 @pytest.mark.parametrize("shape,axis,kernel", [
     ((40, 7), 1, "staged"), ((9, 300), 1, "warp"), ((2, 3000), 1, "block"),
-    ((3, 20, 6), 1, "lanes"), ((300, 3), 0, "columns"),
+    ((3, 20, 6), 1, "lanes"), ((300, 3), 0, "narrow"), ((4, 40), 0, "columns"),
+    ((3000, 40), 0, "columns split"), ((3000, 5), 0, "narrow split"),
 ])
-def test_the_rows_kernel_finishes_its_outputs(shape, axis, kernel, monkeypatch):
-    """Along axes, a rows plan's kernel that writes the outputs finishes them
-    (``BatchSpec.finisher``, one result each): no finishing kernel for mean,
-    var, std (every ddof), argmax, argmin and ptp, with a split plan's second
-    pass finishing; minmax's two results, the NaN statistics (whose flag comes
-    back) and columns plans keep it. Each gets NumPy's values, and a ddof past
-    a lane's length its warning and NaN."""
+def test_the_kernel_that_writes_the_outputs_finishes_them(shape, axis, kernel, monkeypatch):
+    """Along axes, a rows or columns plan's kernel that writes the outputs
+    finishes them (``BatchSpec.finisher``, one result each): no finishing
+    kernel for mean, var, std (every ddof), argmax, argmin and ptp, with a
+    split plan's second pass finishing; minmax's two results and the NaN
+    statistics (whose flag comes back) keep it. Each gets NumPy's values, and
+    a ddof past a lane's length its warning and NaN."""
     cuda = _cuda()
     finishing = []
     real = GeneratedBackend.finish
@@ -365,7 +366,8 @@ def test_the_rows_kernel_finishes_its_outputs(shape, axis, kernel, monkeypatch):
     d = cuda.to_device(x)
     kw = on("sim", axis=axis)
     e = pyreduce.explain(d, "add", **kw).plan
-    group = "columns" if e.kind == "columns" else e.spec.group
+    group = (("narrow" if e.spec.narrow else "columns") if e.kind == "columns"
+             else e.spec.group) + (" split" if e.parts > 1 and e.kind == "columns" else "")
     assert group == kernel, e.spec.label
     for name in ["mean", "var", "std", "argmax", "argmin", "ptp", "minmax", "nanmean"]:
         for ddof in ((0, 1, 2.5) if name in WITH_DDOF else (None,)):
@@ -376,16 +378,15 @@ def test_the_rows_kernel_finishes_its_outputs(shape, axis, kernel, monkeypatch):
                 got.copy_to_host()
             want = _numpy(name, x, axis=axis, **more)
             assert np.allclose(got, want, rtol=1e-5), (name, ddof, got, want)
-            keeps = name in ("minmax", "nanmean") or kernel == "columns"
+            keeps = name in ("minmax", "nanmean")
             assert finishing == ([1] if keeps else []), (name, finishing)
-    if kernel != "columns":
-        with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
-            got = pyreduce.var(d, ddof=shape[axis], **kw).copy_to_host()
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            want = _numpy("var", x, axis=axis, ddof=shape[axis])
-        assert np.isinf(want).any()
-        np.testing.assert_array_equal(got, want.astype(np.float32))
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+        got = pyreduce.var(d, ddof=shape[axis], **kw).copy_to_host()
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = _numpy("var", x, axis=axis, ddof=shape[axis])
+    assert np.isinf(want).any()
+    np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
 @pytest.mark.sim

@@ -56,8 +56,8 @@ import numpy as np
 from ..codegen import render
 from ..spec import BatchSpec
 from ._blocks import (
-    acc_load, combine, element, load_items, prelude, shared_decl, shared_load, snippet, store,
-    zero,
+    acc_load, combine, element, load_items, prelude, put_result, shared_decl, shared_load,
+    snippet, store, zero,
 )
 from .segments import arguments
 
@@ -80,11 +80,13 @@ def fold_width(block: int, items: int, acc_dtype) -> int:
 
 
 def _write(spec: BatchSpec, index: str, value: str) -> str:
+    """Output ``index``'s ``value`` written: a part's partial, or the output
+    (``initial`` combined on its left; finished where the spec finishes)."""
     if spec.split:
         return store(spec, "out", f"part * M + {index}", value)
     if spec.initial:
-        return store(spec, "out", index, combine(acc_load(spec, "init", "0"), value))
-    return store(spec, "out", index, value)
+        value = combine(acc_load(spec, "init", "0"), value)
+    return put_result(spec, "out", index, value)
 
 
 def _position(spec: BatchSpec, k: str, j: int | None) -> str:

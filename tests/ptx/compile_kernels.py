@@ -18,8 +18,9 @@ What it compiles:
   (``tests/amdgcn/compile_batched.py``'s kinds: thread, lanes, warp, block, a
   split pass and its finishing pass, staged rows, strided rows, columns) for
   float32 sum, argmax and nansum;
-* the rows kernels that finish their outputs (``BatchSpec.finisher``) for
-  the accumulators of :data:`FINISHED`, in every group that writes outputs;
+* the rows and columns kernels that finish their outputs
+  (``BatchSpec.finisher``) for the accumulators of :data:`FINISHED`, in every
+  kind that writes outputs;
 * rows whose lanes summarise their runs in float32 first
   (``BatchSpec.f32_tiles``) for the cases of :data:`TILED`;
 * the finishing kernel of each structured reduction.
@@ -153,9 +154,8 @@ def jobs():
         monoid = _monoid(dtype, op)
         fin = monoid.finisher
         for kind, fields in compile_batched.batch_kinds(WARP):
-            if (fields.get("family", "segments") != "segments" or fields.get("split")
-                    or fields.get("source") != "rows"):
-                continue  # only a rows kernel that writes the outputs finishes them
+            if fields.get("split") or fields.get("source", "rows") != "rows":
+                continue  # a rows or columns kernel that writes the outputs finishes them
             spec = compile_batched.batch_spec(monoid, dtype, fields, WARP, BLOCK)
             spec = dataclasses.replace(spec, finisher=(fin.key, fin.ddof, 1))
             yield (f"finished {kind} {dtype} {op}",
@@ -169,7 +169,8 @@ def jobs():
                     or fields.get("finish") or "strided" in kind):
                 continue
             spec = compile_batched.batch_spec(monoid, dtype, fields, WARP, BLOCK)
-            spec = dataclasses.replace(spec, vector=4, items=8, f32_tiles=True)
+            items = 16 if spec.group in ("lanes", "block") else 8  # as the planner's
+            spec = dataclasses.replace(spec, vector=4, items=items, f32_tiles=True)
             if not spec.split:  # as the planner makes the last pass: finished
                 spec = dataclasses.replace(spec, finisher=(fin.key, fin.ddof, 1))
             yield (f"tiled {kind} {dtype} {op}",
