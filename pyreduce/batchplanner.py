@@ -376,12 +376,13 @@ def _staged_rows(d: Strided, in_dtype: np.dtype, warp: int) -> bool:
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
     if _staged_rows(d, in_dtype, shape.warp):
         return _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped)
-    # two loads a lane: rows of 16 or more, to a scalar (tuple accumulators unmeasured)
-    wide = shape.row_items if d.K >= 16 and not is_tuple(acc_dtype) else shape.items
-    group, lanes = shape.group(d.K, d.M, wide)
-    if group != "lanes":  # a thread, a warp or a block a row: one load a lane
+    # a lane's loaded run may be summarised in float32 first, as the 1-D first
+    # passes do (where the loads are vector loads)
+    tiles = mapped and op_key in F32_TILES and tiles_in_float32(in_dtype)
+    group, lanes = shape.group(d.K, d.M, _lane_items(shape, "lanes", d.K, acc_dtype, tiles))
+    if group != "lanes":  # a thread, a warp or a block a row
         group, lanes = shape.group(d.K, d.M, shape.items)
-    items = wide if group == "lanes" else _row_items(shape, d.K, acc_dtype)
+    items = _lane_items(shape, group, d.K, acc_dtype, tiles)
     unit = d.ks == 1
     block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes, items), 1, 1
     wanted = shape.tuning.vector_loads
@@ -404,9 +405,7 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
             parts = -(-d.K // chunk)  # every part holds elements
             grid = d.M * parts
     split = parts > 1
-    # a lane's loaded run summarised in float32 first, as the 1-D first passes do
-    f32_tiles = (vector > 1 and mapped and op_key in F32_TILES
-                 and tiles_in_float32(in_dtype))
+    f32_tiles = tiles and vector > 1
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, group, "rows", unit, split, initial and not split, mapped=mapped,
                      lanes=lanes, f32_tiles=f32_tiles)
@@ -425,22 +424,30 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
                      Schedule(tuple(buffers), tuple(steps), init, d.M))
 
 
-#: an accumulator at least this large (var's and std's four float64) makes a warp
-#: or a block a row load :attr:`_Shape.row_items` a lane
-HEAVY_ACC_BYTES = 32
+#: items a lane of a group of lanes or of a block loads where it summarises its
+#: run in float32 (:attr:`BatchSpec.f32_tiles`)
+TILE_ITEMS = 16
 
 
-def _row_items(shape: _Shape, K: int, acc_dtype: np.dtype) -> int:
-    """Items a lane of a warp or a block a row loads at once: the shape's, or
-    its ``row_items`` for rows of 16 or more into an accumulator of
-    :data:`HEAVY_ACC_BYTES` or more, whose fold of each element is long (all
-    loads in flight before it starts). On an H100, float32 var of 4096 x 4096
-    along rows took, device time, 110 us with 4 items a lane and 77 with 8; of
-    131072 x 300, 297 and 246 (argmax and mean, of smaller accumulators, did
-    not gain)."""
-    if K >= 16 and is_tuple(acc_dtype) and acc_dtype.itemsize >= HEAVY_ACC_BYTES:
-        return shape.row_items
-    return shape.items
+def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: bool) -> int:
+    """Items a lane loads at once in ``group`` for rows of ``K`` (the call's
+    own count where it names one). Rows of 16 or more: :data:`TILE_ITEMS`
+    where runs are summarised in float32 (``tiles``) in a group of lanes or a
+    block; a warp or a block a row of a scalar accumulator keeps one load (see
+    :attr:`_Shape.row_items`); else two 16-byte loads of 4-byte elements
+    (``row_items``). On an H100, device time of float32 rows with 4 items a
+    lane against these: 16384 x 16384, argmax 614 us against 355, var 560 (8
+    items) against 441, mean 384 against 357 (PyTorch 401, 439, 349); 2**20 x
+    64, argmax 188 against 101, var 357 against 105, mean 164 against 104
+    (PyTorch 464, 467, 239); rows of 300 (a warp each), argmax 133 against 125
+    (a sum 74 against 80)."""
+    if K < 16 or shape.tuning.items_per_thread:
+        return shape.items
+    if tiles and group in ("lanes", "block"):
+        return max(shape.items, TILE_ITEMS)
+    if group != "lanes" and not is_tuple(acc_dtype):
+        return shape.items
+    return shape.row_items
 
 
 def _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped) -> BatchPlan:

@@ -41,7 +41,7 @@ def _kernel_dtype(name):
 
 
 def _monoid(name, dtype):
-    if name in ("var", "std", "nanvar"):
+    if name in ("mean", "var", "std", "nanvar"):
         return structured.moments_monoid(dtype, name)
     return getattr(structured, f"{name}_monoid")(dtype)
 
@@ -80,12 +80,19 @@ def test_other_rows_and_columns_merge_every_element():
         dataclasses.replace(_row_spec("var", np.float32, (1 << 20, 9)), f32_tiles=True)
 
 
-def test_heavy_accumulators_load_more_items_a_lane():
-    """var's 32-byte summaries: a warp or a block a row loads 8 float32 a lane
-    (row_items); argmax's and the sums keep 4."""
-    assert _row_spec("var", np.float32, (4096, 4096)).items == 8
-    assert _row_spec("var", np.float32, (1 << 17, 300)).items == 8
-    assert _row_spec("argmax", np.float32, (4096, 4096)).items == 4
+def test_lanes_load_runs_of_16_where_they_summarise_them():
+    """Rows of float32 var and argmax: 16 items a lane in a group of lanes or a
+    block (their runs summarised in float32), 8 in a warp; mean's tuple 8;
+    sums keep 8 in a group of lanes and 4 in a warp or a block. A tuning's
+    items_per_thread is kept."""
+    for op in ("var", "argmax"):
+        assert _row_spec(op, np.float32, (4096, 4096)).items == 16
+        lanes = _row_spec(op, np.float32, (1 << 20, 64))
+        assert (lanes.group, lanes.lanes, lanes.items) == ("lanes", 4, 16)
+        assert _row_spec(op, np.float32, (1 << 17, 300)).items == 8
+        assert _row_spec(op, np.float32, (4096, 4096), items_per_thread=4).items == 4
+    assert _row_spec("mean", np.float32, (4096, 4096)).items == 8
+    assert _row_spec("var", np.float64, (4096, 4096)).items == 2
 
 
 @pytest.fixture
