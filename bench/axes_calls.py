@@ -6,9 +6,13 @@ PyTorch's device time in the same process (``--peers``).
 
     NUMBA_ENABLE_CUDASIM=0 python bench/axes_calls.py now --peers > calls.txt
     PYTHONPATH=../other-checkout NUMBA_ENABLE_CUDASIM=0 python bench/axes_calls.py other
+    NUMBA_ENABLE_CUDASIM=0 python bench/axes_calls.py now --peers --structured
 
 The first argument labels the lines (two checkouts compared on one machine,
-one after the other). Every timed call's answer is checked against CuPy's.
+one after the other). ``--structured``: the structured reductions (mean, var and
+argmax) along rows and columns instead of the sums. Every timed call's
+answer is checked against CuPy's. The launch path is the compiled one, as a
+long-running process has it.
 """
 
 import os
@@ -39,19 +43,31 @@ def host_us(f):
     return min(rounds) * 1e6
 
 
-for _ in range(300):
-    pyreduce.sum(cp.ones(16, cp.float32))
+from pyreduce.backends import fastpath  # noqa: E402
+
+if hasattr(fastpath, "use_compiled_launch"):
+    fastpath.use_compiled_launch()
+else:  # a checkout from before it: the launches that switch
+    for _ in range(fastpath.COMPILE_AFTER + 10):
+        pyreduce.sum(cp.ones(16, cp.float32))
 tag = sys.argv[1]
 peers = "--peers" in sys.argv
-CASES = [("sum", (4096, 4096), 1), ("sum", (1 << 17, 300), 1), ("sum", (1 << 20, 65), 1),
+SUMS = [("sum", (4096, 4096), 1), ("sum", (1 << 17, 300), 1), ("sum", (1 << 20, 65), 1),
          ("sum", (1 << 20, 100), 1), ("sum", (1 << 20, 5), 1), ("sum", (1 << 23, 9), 1),
          ("sum", (1 << 24, 16), 1), ("sum", (1 << 24, 16), 0), ("sum", (16384, 16384), 1),
          ("sum", (16384, 16384), 0), ("sum", (16, 1 << 24), 1), ("sum", (16, 1 << 24), 0),
          ("sum", (256, 4096, 256), 1),
          ("mean", (4096, 4096), 1), ("mean", (1 << 20, 9), 1), ("argmax", (1 << 20, 9), 1),
          ("argmax", (4096, 4096), 0), ("var", (4096, 4096), 1), ("mean", (1 << 24, 16), 0)]
+STRUCTURED = [
+    (name, shape, axis)
+    for shape, axes in (((4096, 4096), (1, 0)), ((16384, 16384), (1, 0)), ((1 << 17, 300), (1,)),
+                        ((1 << 20, 64), (1,)), ((1 << 20, 9), (1,)), ((64, 1 << 20), (1,)))
+    for axis in axes for name in ("mean", "var", "argmax")]
+CASES = STRUCTURED if "--structured" in sys.argv else SUMS
 TORCH = {"sum": torch.sum, "mean": torch.mean, "argmax": torch.argmax,
-         "var": lambda a, dim: torch.var(a, dim=dim, correction=0)}
+         "var": lambda a, dim: torch.var(a, dim=dim, correction=0),
+         "std": lambda a, dim: torch.std(a, dim=dim, correction=0)}
 
 
 def case(name, shape, axis):
@@ -66,6 +82,8 @@ def case(name, shape, axis):
     want = getattr(cp, name)(x, axis=axis)
     err = float(cp.abs(cp.asarray(call()).astype(cp.float64) - want).max())
     assert err <= 1e-3 * max(1.0, float(cp.abs(want).max())), (name, shape, err)
+    if name == "argmax":  # the index itself, not a value near it
+        assert bool((cp.asarray(call()) == want).all()), (name, shape)
     line = (f"{tag} {name}{shape} axis={axis}: pyreduce {dev_us(call):8.1f} us "
             f"host {host_us(call):6.1f}")
     if peers:
