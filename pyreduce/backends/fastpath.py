@@ -263,8 +263,9 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
     microsecond of a launch's 5-6). It is loaded from the disk cache after its
     first compile (:mod:`pyreduce.backends.launchjit`), but loading readies
     Numba's CPU target unless the process already has: half a second to over a
-    second, which a microsecond a launch repays only after about a million
-    launches. So every :data:`COMPILE_AFTER` launches the process is looked at:
+    second, which one to six microseconds a launch repay only after hundreds
+    of thousands of launches. So every :data:`COMPILE_AFTER` launches the
+    process is looked at:
     the compiled launch takes over once Numba's CPU target is ready (the
     process compiled or loaded CPU code: a ``cpu`` backend fold, a user's
     ``njit``) or after :data:`LOAD_COLD_AFTER` launches
@@ -280,8 +281,8 @@ def launch(values, input_at, output_at, size, ptr, stride, out_ptr, device, func
 COMPILE_AFTER = 1000
 
 #: launches after which the compiled launch takes over even where loading it
-#: readies Numba's CPU target (a microsecond saved a launch repays that load)
-LOAD_COLD_AFTER = 2**20
+#: readies Numba's CPU target (what it saves a launch repays that load)
+LOAD_COLD_AFTER = 2**18
 
 #: :func:`launch` as defined: it picks the implementation that replaces it
 first_launch = launch
