@@ -41,7 +41,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "amdgcn"))  # compile_batched: the kinds
+sys.path.insert(0, os.path.join(HERE, "..", "amdgcn"))  # the kinds and signatures
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 
@@ -91,17 +91,6 @@ def _monoid(dtype: str, op: str):
     return as_monoid(eval(op) if op.startswith("lambda") else op, dt)  # noqa: S307
 
 
-def _variant_signature(spec, last_block: bool):
-    from numba import from_dtype, types
-
-    x = types.Array(from_dtype(spec.in_dtype), 1, "C")
-    acc = types.Array(from_dtype(spec.acc_dtype), 1, "C")
-    sig = [x, types.int64, types.int64, acc]
-    if last_block:
-        sig += [acc, types.int64, types.Array(types.int32, 1, "C")]
-    return tuple(sig)
-
-
 def _finished_signature(spec, finisher):
     """A batched kernel's arguments where its outputs are finished results."""
     from numba import from_dtype, types
@@ -123,6 +112,7 @@ def jobs():
     import numpy as np
 
     import compile_batched
+    import compile_variants  # the 1-D kernels' signature, as the AMDGCN check gives it
     from pyreduce.backends.numba_cuda import CudaBackend
     from pyreduce.planner import DeviceInfo, default_items
     from pyreduce.spec import KernelSpec
@@ -140,7 +130,7 @@ def jobs():
                               items, mapped=monoid.map is not None)
             yield (f"variant {name} {label}",
                    lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
-                   _variant_signature(spec, bool(getattr(v.options, "last_block", False))))
+                   compile_variants._signature(spec, bool(getattr(v.options, "last_block", False))))
     for label, builder in compile_batched.BATCH_CASES:
         monoid = compile_batched.batch_monoid(builder)
         for kind, fields in compile_batched.batch_kinds(WARP):
