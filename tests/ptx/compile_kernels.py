@@ -41,9 +41,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "amdgcn"))  # the kinds and signatures
-sys.path.insert(0, os.path.join(HERE, "..", ".."))
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 
 WARP, BLOCK = 32, 256
 
@@ -177,6 +174,12 @@ def jobs():
 
 
 def main(argv=None) -> int:
+    # run as a script only: the checkout and the AMDGCN check's kinds and
+    # signatures importable, and numba-cuda's real target, not its simulator
+    # (importing this module, as pytest's doctest collection does, changes nothing)
+    sys.path.insert(0, os.path.join(HERE, "..", "amdgcn"))
+    sys.path.insert(0, os.path.join(HERE, "..", ".."))
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cc", default="9.0", help="compute capability (default 9.0)")
     ap.add_argument("--only", help="compile only kernels whose label contains this")
