@@ -376,14 +376,18 @@ def _staged_rows(d: Strided, in_dtype: np.dtype, warp: int) -> bool:
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
     if _staged_rows(d, in_dtype, shape.warp):
         return _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped)
-    # a lane's loaded run may be summarised in float32 first, as the 1-D first
-    # passes do (where the loads are vector loads)
-    tiles = mapped and op_key in F32_TILES and tiles_in_float32(in_dtype)
-    group, lanes = shape.group(d.K, d.M, _lane_items(shape, "lanes", d.K, acc_dtype, tiles))
+    unit = d.ks == 1
+    rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.si) if unit else 0
+    # whether a lane's loads can be vector loads, and then whether its loaded
+    # run is summarised in float32 first, as the 1-D first passes do
+    vectors = unit and shape.tuning.vector_loads is not False and vector_width(
+        shape.items, in_dtype, rows_align, shape.device, None) > 1
+    tiles = vectors and mapped and op_key in F32_TILES and tiles_in_float32(in_dtype)
+    wide = _lane_items(shape, "lanes", d.K, acc_dtype, tiles, vectors)
+    group, lanes = shape.group(d.K, d.M, wide)
     if group != "lanes":  # a thread, a warp or a block a row
         group, lanes = shape.group(d.K, d.M, shape.items)
-    items = _lane_items(shape, group, d.K, acc_dtype, tiles)
-    unit = d.ks == 1
+    items = _lane_items(shape, group, d.K, acc_dtype, tiles, vectors)
     block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes, items), 1, 1
     wanted = shape.tuning.vector_loads
     if group == "thread":
@@ -392,7 +396,6 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
         if wanted:  # a thread reads its row one element at a time
             vector_width(items, in_dtype, 0, shape.device, True)
     else:
-        rows_align = _pow2_alignment(align, in_dtype.itemsize, d.off, d.so, d.si) if unit else 0
         vector = vector_width(items, in_dtype, rows_align, shape.device, wanted)
         if group in ("lanes", "warp"):
             width = lanes or shape.warp
@@ -429,13 +432,16 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
 TILE_ITEMS = 16
 
 
-def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: bool) -> int:
+def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: bool,
+                vectors: bool) -> int:
     """Items a lane loads at once in ``group`` for rows of ``K`` (the call's
     own count where it names one). Rows of 16 or more: :data:`TILE_ITEMS`
     where runs are summarised in float32 (``tiles``) in a group of lanes or a
     block; a warp or a block a row of a scalar accumulator keeps one load (see
     :attr:`_Shape.row_items`); else two 16-byte loads of 4-byte elements
-    (``row_items``). On an H100, device time of float32 rows with 4 items a
+    (``row_items``), but for a tuple accumulator only where the loads are
+    vector loads (``vectors``: adjacent, aligned rows, which the measurements
+    below are of). On an H100, device time of float32 rows with 4 items a
     lane against these: 16384 x 16384, argmax 614 us against 355, var 560 (8
     items) against 441, mean 384 against 357 (PyTorch 401, 439, 349); 2**20 x
     64, argmax 188 against 101, var 357 against 105, mean 164 against 104
@@ -445,6 +451,8 @@ def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: b
         return shape.items
     if tiles and group in ("lanes", "block"):
         return max(shape.items, TILE_ITEMS)
+    if is_tuple(acc_dtype) and not vectors:
+        return shape.items
     if group != "lanes" and not is_tuple(acc_dtype):
         return shape.items
     return shape.row_items

@@ -95,6 +95,29 @@ def test_lanes_load_runs_of_16_where_they_summarise_them():
     assert _row_spec("var", np.float64, (4096, 4096)).items == 2
 
 
+def test_rows_without_vector_loads_keep_four_items_a_lane():
+    """Where a lane cannot load vectors (strided or unaligned rows) no run is
+    summarised and a tuple accumulator's lane loads 4 items, as before: 16
+    scalar loads a lane would only space a warp's loads further apart."""
+    for op in ("var", "argmax", "mean"):
+        for spec in (_row_spec(op, np.float32, (1 << 20, 64), align=4),
+                     _strided_spec(op, (1 << 20, 64)),
+                     _strided_spec(op, (4096, 4096))):
+            assert spec.vector == 1 and not spec.f32_tiles, spec.label
+            assert spec.items == 4, (op, spec.label)
+    lanes = _strided_spec("var", (1 << 20, 64))
+    assert (lanes.group, lanes.lanes) == ("lanes", 16), lanes.label
+
+
+def _strided_spec(name, shape):
+    """Every second column of a float32 array twice as wide as ``shape``."""
+    m = _monoid(name, np.dtype(np.float32))
+    d = describe(shape, (shape[1] * 8, 8), 4, (1,))
+    return batchplanner.plan_strided(d, np.dtype(np.float32), m.dtype, m.key, _H100_LIKE,
+                                     Tuning(), align=16, mapped=True,
+                                     commutative=m.commutative).spec
+
+
 @pytest.fixture
 def backend(gpu_backend):
     return gpu_backend

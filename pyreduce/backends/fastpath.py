@@ -301,7 +301,7 @@ def _counted(first, count: int, cold_after: int):
 
     def counting(*args):
         left[0] -= 1
-        if left[0] == 0:
+        if left[0] <= 0:  # not == 0: threads may race past it
             made[0] += count
             if made[0] >= cold_after or cpu_target_ready():
                 use_compiled_launch(first)
