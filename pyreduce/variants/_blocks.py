@@ -225,7 +225,7 @@ def put_result(spec: KernelSpec, array: str, index: str, value: str) -> str:
     ``out[index * outputs]`` on. Only a kernel whose grid is one block writes
     the result there, so ``index`` is 0 when the finisher applies; a batched
     kernel's finisher has one result, ``out[index]`` of segment ``index``."""
-    if getattr(spec, "finisher", None) is None:
+    if spec.finisher is None:
         return store(spec, array, index, value)
     _, ddof, outputs = spec.finisher
     lines = [f"{array}_r = finish({value}, {float(ddof)!r})"]

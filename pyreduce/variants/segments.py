@@ -132,7 +132,7 @@ def _write(spec: BatchSpec, value: str) -> str:
 def _empty(spec: BatchSpec) -> str:
     """An empty segment's output: ``init[0]`` (finished where the spec finishes:
     rows are never empty, but the branch is compiled all the same)."""
-    if spec.finisher is not None and not spec.split:
+    if spec.finisher is not None:  # (never with split: BatchSpec refuses it)
         return put_result(spec, "out", "seg", acc_load(spec, "init", "0"))
     return copy(spec, "out", "seg", "init", "0")
 
