@@ -95,6 +95,16 @@ def _mean(acc, ddof):
     return _NAN, True
 
 
+def _mean_as_complex(acc, ddof):
+    """mean of real input with a complex ``dtype=``: NumPy divides a complex sum
+    by the count, which makes the imaginary part NaN where the real part is
+    infinite or NaN."""
+    if acc[0] > 0:
+        re = acc[1] / acc[0]
+        return complex(re, 0.0 if abs(re) < _INF else _NAN), False
+    return complex(_NAN, _NAN), True
+
+
 def _complex_mean(acc, ddof):
     """mean of ``(count, sum.real, sum.imag)``: a part that is infinite or NaN
     makes the other NaN, as NumPy's division of the sum by the count does."""
@@ -106,7 +116,7 @@ def _complex_mean(acc, ddof):
     return complex(_NAN, _NAN), True
 
 
-def _variance(nan_rule: bool, root: bool, complex_parts: bool):
+def _variance(nan_rule: bool, root: bool, complex_parts: bool, as_complex: bool = False):
     """var/std (nanvar/nanstd with ``nan_rule``) of ``(count, shift, s, q)``
     (or ``(count, shift.real, shift.imag, s.real, s.imag, q)`` with
     ``complex_parts``; :func:`pyreduce.structured._moments_op`): ``m2 / (count -
@@ -114,7 +124,10 @@ def _variance(nan_rule: bool, root: bool, complex_parts: bool):
     mean (never below 0: rounding can leave it a little under). No degrees of
     freedom left is flagged and gives inf (NaN where ``m2`` is 0) as ``np.var``
     divides, or NaN under ``nan_rule`` as ``np.nanvar`` gives; ``root``: the
-    square root (std)."""
+    square root (std); ``as_complex``: a real result made complex as NumPy
+    makes it for a complex ``dtype=`` (the imaginary part NaN where the real
+    part is infinite or NaN, else 0, and 0 for nanvar's NaN of no degrees of
+    freedom, which NumPy sets into the complex result)."""
 
     def finish(acc, ddof):
         n = acc[0]
@@ -140,6 +153,9 @@ def _variance(nan_rule: bool, root: bool, complex_parts: bool):
             flagged = True
         if root:
             var = math.sqrt(var) if not var < 0.0 else _NAN
+        if as_complex:  # np.nanvar sets NaN into a complex result: NaN+0j
+            real_nan = nan_rule and not root and flagged
+            return complex(var, 0.0 if abs(var) < _INF or real_nan else _NAN), flagged
         return var, flagged
 
     return finish
@@ -179,6 +195,12 @@ class Finisher:
         are left to the host."""
         return dtype == self.dtype or (
             dtype.kind in "fc" and not (self.dtype.kind == "c" and dtype.kind == "f"))
+
+    def to(self, dtype) -> "Finisher":
+        """This finisher making ``dtype`` (a ``dtype=``; None: its own) where it
+        can (:func:`retarget`), so that the values are rounded once, to the
+        dtype the user asked for, and not to the default dtype first."""
+        return self if dtype is None else retarget(self, np.dtype(dtype))
 
     def report(self, flagged) -> None:
         """NumPy's warning, once, or its ValueError, where a lane was flagged."""
@@ -254,6 +276,31 @@ class Finisher:
         return KERNELS.get(("cpu", "finisher", self.key, str(acc_dtype.descr)), build)
 
 
+#: the real finishers whose results a complex ``dtype=`` makes complex as
+#: NumPy's complex arithmetic does (see :func:`retarget`)
+_AS_COMPLEX = {_mean: _mean_as_complex}
+
+
+@functools.lru_cache(maxsize=128)  # finishers live as long as their cached monoids
+def retarget(fin: Finisher, dtype: np.dtype) -> Finisher:
+    """``fin`` making results of ``dtype`` (a ``dtype=``) where it computes them
+    in a wider type and the finishing kernel can store ``dtype``: a float32 or
+    float64 result, a complex64 or complex128 one (from a real result made
+    complex as NumPy's arithmetic makes it: :func:`_mean_as_complex`, the
+    variance's ``as_complex``). Otherwise (integers, bools, half precision, a
+    complex result made real) ``fin`` itself, its results cast to ``dtype``
+    on the host as NumPy casts them."""
+    if (dtype == fin.dtype or dtype.kind not in "fc" or dtype.itemsize < 4
+            or fin.outputs != 1 or (fin.dtype.kind == "c" and dtype.kind == "f")):
+        return fin
+    fn = fin.fn
+    if dtype.kind == "c" and fin.dtype.kind != "c":
+        fn = _AS_COMPLEX.get(fn) or _VARIANCE_AS_COMPLEX.get(fn)
+        if fn is None:
+            return fin
+    return dataclasses.replace(fin, fn=fn, dtype=dtype)
+
+
 def index() -> Finisher:
     """argmax/argmin: the index, as NumPy's ``intp``."""
     return Finisher("index", _index, np.dtype(np.intp))
@@ -305,3 +352,6 @@ def variance(dtype, ddof, nan_rule: bool = False, root: bool = False,
 #: one function per rule, made once: kernels are cached by the function's key
 _VARIANCE = {(n, r, c): _variance(n, r, c) for n in (False, True) for r in (False, True)
              for c in (False, True)}
+#: the real variances made complex (:func:`retarget`)
+_VARIANCE_AS_COMPLEX = {_VARIANCE[n, r, c]: _variance(n, r, c, as_complex=True)
+                        for n in (False, True) for r in (False, True) for c in (False, True)}

@@ -54,8 +54,9 @@ def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result
     if _on_dask(x):
         return _dask("nanmean", x, kwargs, axis=axis, dtype=dtype, out=out,
                      keepdims=keepdims, device_result=device_result)
-    return _structured("nanmean", x, lambda dt: structured.moments_monoid(dt, "nanmean"), axis,
-                       keepdims, out, dtype, device_result, kwargs, _MOMENTS)
+    return _structured("nanmean", x,
+                       lambda dt: structured.moments_monoid(dt, "nanmean", result=dtype),
+                       axis, keepdims, out, dtype, device_result, kwargs, _MOMENTS)
 
 
 def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,

@@ -203,8 +203,8 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, device_result=No
     if _on_dask(x):
         return _dask("mean", x, kwargs, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
                      device_result=device_result)
-    return _structured("mean", x, lambda dt: structured.moments_monoid(dt, "mean"), axis,
-                       keepdims, out, dtype, device_result, kwargs, _MOMENTS)
+    return _structured("mean", x, lambda dt: structured.moments_monoid(dt, "mean", result=dtype),
+                       axis, keepdims, out, dtype, device_result, kwargs, _MOMENTS)
 
 
 def _moments(name, x, axis, dtype, out, ddof, keepdims, correction, device_result, kwargs):
@@ -213,8 +213,9 @@ def _moments(name, x, axis, dtype, out, ddof, keepdims, correction, device_resul
         return _dask(name, x, kwargs, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
                      device_result=device_result)
     ddof = structured.degrees_of_freedom(ddof, correction)
-    return _structured(name, x, lambda dt: structured.moments_monoid(dt, name, ddof), axis,
-                       keepdims, out, dtype, device_result, kwargs, _MOMENTS)
+    return _structured(name, x,
+                       lambda dt: structured.moments_monoid(dt, name, ddof, result=dtype),
+                       axis, keepdims, out, dtype, device_result, kwargs, _MOMENTS)
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,

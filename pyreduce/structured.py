@@ -414,26 +414,31 @@ def mean_dtype(dtype: np.dtype) -> np.dtype:
 STATISTICS = ("mean", "var", "std", "nanmean", "nanvar", "nanstd")
 
 
-def moments_monoid(dtype: np.dtype, statistic: str, ddof=0) -> Monoid:
+def moments_monoid(dtype: np.dtype, statistic: str, ddof=0, result=None) -> Monoid:
     """The monoid of ``statistic``: mean or nanmean from ``(count, sum)`` in
     float64 (:func:`_mean_monoid`); var, std, nanvar and nanstd from
     ``(count, shift, s, q)`` in float64 (``(count, shift.real, shift.imag,
     s.real, s.imag, q)`` for complex input). The NaN-ignoring ones map a NaN
     element (NaN in either part of a complex one) to the count 0, so that it
-    is skipped."""
+    is skipped. ``result``: a ``dtype=`` the results are finished in, where the
+    finisher can (:meth:`pyreduce.finishers.Finisher.to`), rounded once; a
+    float64 or complex128 result is computed as NumPy computes it in that
+    dtype, without the float32 runs of float32 and half-precision input
+    (:attr:`pyreduce.spec.KernelSpec.f32_tiles`)."""
     check_dtype(dtype)
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, "
                          f"got {statistic!r}")
     if not isinstance(ddof, numbers.Real):
         raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
+    result = None if result is None else np.dtype(result)
     if statistic.removeprefix("nan") == "mean":
-        return _mean_monoid(dtype, statistic)
-    return _moments_monoid(dtype, statistic, ddof)
+        return _mean_monoid(dtype, statistic, result)
+    return _moments_monoid(dtype, statistic, ddof, result)
 
 
 @functools.lru_cache(maxsize=64)
-def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
+def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
     """mean/nanmean: ``(count, sum)`` in float64 (``(count, sum.real, sum.imag)``
     for complex input), merged by adding, finished as the sum over the count.
     Chan's ``(count, mean, m2)`` update divided at every merge: on an H200 it
@@ -447,7 +452,7 @@ def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
     else:
         op, width = _sums_op, 2
         fmap = _nan_sum_map if skip_nan else _sum_map
-    finisher = finishers.mean(mean_dtype(dtype), counted=skip_nan)
+    finisher = finishers.mean(mean_dtype(dtype), counted=skip_nan).to(result)
 
     def host(x):
         if skip_nan:
@@ -464,7 +469,7 @@ def _mean_monoid(dtype: np.dtype, statistic: str) -> Monoid:
 
 
 @functools.lru_cache(maxsize=256)  # one per (dtype, statistic, ddof): ddof is the user's
-def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
+def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
     is_complex = check_dtype(dtype).kind == "c"
     f8 = np.float64
     # integers and bools have no NaN: the plain map (and kernels), as NumPy does
@@ -480,7 +485,9 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     plain = statistic.removeprefix("nan")
     finisher = finishers.variance(var_dtype(dtype), ddof, nan_rule=statistic != plain,
                                   root=plain == "std", counted=skip_nan,
-                                  complex_parts=is_complex)
+                                  complex_parts=is_complex).to(result)
+    # a result wider than float32: no float32 runs (a key F32_TILES does not hold)
+    wide = finisher.dtype.itemsize > (8 if finisher.dtype.kind == "c" else 4)
 
     def host(x):
         if skip_nan:
@@ -496,8 +503,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof) -> Monoid:
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
         identity=(f8(0),) * width, commutative=True,
-        key=_key("moments", op, fmap), map=fmap, finalize=finisher.scalar,
-        finisher=finisher, host=host,
+        key=_key("moments in float64" if wide else "moments", op, fmap), map=fmap,
+        finalize=finisher.scalar, finisher=finisher, host=host,
     )
 
 

@@ -52,9 +52,11 @@ VARIANT_CASES = (
 )
 
 #: the structured reductions whose rows kernels finish their outputs, by input
-#: dtype (a record of two float64, of four, of a value and an int64 index)
+#: dtype (a record of two float64, of four, of a value and an int64 index);
+#: ``op:dtype``, finished in a ``dtype=`` (a real result made complex too)
 FINISHED = (("float32", "mean"), ("float32", "std"), ("float32", "argmax"),
-            ("float64", "var"), ("float64", "argmax"))
+            ("float64", "var"), ("float64", "argmax"), ("float32", "var:float64"),
+            ("float32", "mean:complex64"), ("float64", "std:complex128"))
 
 
 #: rows whose lanes summarise their loaded runs in float32 (BatchSpec.f32_tiles)
@@ -83,8 +85,10 @@ def _monoid(dtype: str, op: str):
     dt = np.dtype(dtype)
     if op == "argmax":
         return structured.argmax_monoid(dt)
-    if op in ("mean", "var", "std"):
-        return structured.moments_monoid(dt, op, ddof=1 if op != "mean" else 0)
+    name, _, result = op.partition(":")
+    if name in ("mean", "var", "std"):
+        return structured.moments_monoid(dt, name, ddof=1 if name != "mean" else 0,
+                                         result=result or None)
     return as_monoid(eval(op) if op.startswith("lambda") else op, dt)  # noqa: S307
 
 
