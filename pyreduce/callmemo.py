@@ -15,10 +15,10 @@ On the ``cuda`` backend a repeat whose plan is one launch runs in one step
 (:mod:`pyreduce.backends.express`), which checks the device as it launches.
 
 Three kinds of call come here. The plain call: a reduction to one value on a GPU
-backend, with no ``axis``, ``keepdims``, ``out``, ``map``, ``check``,
-``deterministic`` or tuning (``variant=``, ``tuning=``): its call shape leaves the
-tuning out, so a tuned call always takes the full path and never finds a plain
-call's decisions; a NumPy input's plain call that the cpu backend reduced is
+backend, with no ``axis``, ``keepdims``, ``out``, ``map`` or ``check``; a tuning
+(``variant=``, ``tuning=``) or ``deterministic=True`` is added to its call shape
+(:func:`pyreduce.general._repeat`), so a tuned call finds only the decisions of
+calls with the same tuning; a NumPy input's plain call that the cpu backend reduced is
 remembered too, under its own key (:func:`host_key`: dtype, shape, strides), and a
 repeat folds the new array at once. The same call along some axes of a device input
 that is read in place (:func:`pyreduce.manyvalues.prepare_axes`), whose call shape

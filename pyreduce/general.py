@@ -259,11 +259,14 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     as :func:`reduce` takes it: None follows the input (callers inside the
     library that need a host value pass False)."""
     device_result = checked_device_result(device_result)
-    plain = (out is None and map is None and check is False and deterministic is False
-             and where is True and (tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING))
+    plain = (out is None and map is None and check is False and where is True
+             and isinstance(deterministic, (bool, np.bool_)))  # else its TypeError below
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.callmemo)
+        # a tuning or deterministic=True is part of the call shape
+        tuned = None if deterministic is False and (
+            tuning is _DEFAULT_TUNING or tuning == _DEFAULT_TUNING) else (tuning, deterministic)
         memo_key, result = _repeat(info, op, identity, initial, dtype, backend, stream,
-                                   device_result, axis, keepdims)
+                                   device_result, axis, keepdims, tuned)
         if result is not _MISS:
             return result
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
@@ -332,19 +335,24 @@ def _integer(a) -> bool:
 
 
 def _repeat(info, op, identity, initial, dtype, backend, stream, device_result, axis,
-            keepdims):
+            keepdims, tuned=None):
     """``(call shape, result)`` of a plain call: the result of its remembered
     decisions (:mod:`pyreduce.callmemo`), or :data:`_MISS` when there are none.
     A call along axes has a call shape of its own (the ``axis`` as given, and
-    ``keepdims``)."""
+    ``keepdims``), and so has a call with ``tuned``, its ``(tuning,
+    deterministic)`` (None: the defaults)."""
     if info.device is None:  # a NumPy input: one value, on the host
         if device_result or axis is not None or keepdims or stream is not None:
             return None, _MISS
         k = callmemo.host_key(info, op, identity, initial, dtype, backend)
+        if k is not None and tuned is not None:
+            k = k + (("tuned", tuned),)
         return k, (_MISS if k is None else callmemo.run(k, info, op, device_result))
     k = callmemo.key(info, op, identity, initial, dtype, backend, stream)
     if k is None:
         return k, _MISS
+    if tuned is not None:
+        k = k + (("tuned", tuned),)
     if axis is not None or keepdims:
         if not _plain_axis(axis):  # 1.0 and True equal 1 as keys, and must be refused
             return None, _MISS

@@ -128,15 +128,35 @@ def test_only_plain_calls_are_remembered(gpu_backend, prepares):
     x = np.random.default_rng(5).standard_normal(N)
     d = device(x)
     for _ in range(2):
-        assert pyreduce.sum(d, backend=gpu_backend, tuning=pyreduce.Tuning(block_size=64)) \
-            == pytest.approx(x.sum())
-        assert pyreduce.sum(d, backend=gpu_backend, deterministic=True) == \
-            pyreduce.reference(x, "add")
         out = device(np.zeros(1))
         pyreduce.sum(d, backend=gpu_backend, out=out)
         assert out.copy_to_host()[0] == pytest.approx(x.sum())
-    assert prepares[0] == 6
+        assert pyreduce.reduce(d, "add", backend=gpu_backend, check=True) == \
+            pytest.approx(x.sum())
+    assert prepares[0] == 4
     assert not callmemo._MEMO
+
+
+def test_a_tuning_and_deterministic_are_part_of_the_call_shape(gpu_backend, prepares):
+    """A repeat with ``tuning=`` or ``deterministic=True`` takes its remembered
+    decisions, under a call shape of its own: the default call, another tuning
+    and the other ``deterministic`` are other call shapes; a ``deterministic``
+    that is not a bool is still refused."""
+    rng = np.random.default_rng(5)
+    small = pyreduce.Tuning(block_size=64, max_blocks=3)
+    calls = [dict(tuning=small), dict(tuning=pyreduce.Tuning(block_size=128, max_blocks=2)),
+             dict(deterministic=True), dict(deterministic=True, tuning=small), {}]
+    for x in (rng.standard_normal(N) for _ in range(2)):
+        d = device(x)
+        for kw in calls:
+            got = pyreduce.sum(d, backend=gpu_backend, **kw)
+            if kw.get("deterministic"):
+                assert got.tobytes() == pyreduce.reference(x, "add").tobytes()
+            else:
+                assert got == pytest.approx(x.sum(), rel=1e-12)
+    assert prepares[0] == len(calls)
+    with pytest.raises(TypeError, match="deterministic= must be True or False"):
+        pyreduce.sum(d, backend=gpu_backend, deterministic=1)
 
 
 def test_forgetting_plans_forgets_repeats(gpu_backend, prepares, tmp_path, monkeypatch):
@@ -280,13 +300,15 @@ def test_along_an_axis_only_plain_calls_are_remembered(gpu_backend, axis_prepare
         out = device(np.zeros(20))
         pyreduce.sum(d, axis=1, backend=gpu_backend, out=out)
         np.testing.assert_allclose(out.copy_to_host(), x.sum(axis=1))
+        got = pyreduce.sum(x, axis=1, backend=gpu_backend)  # a host input
+        np.testing.assert_allclose(got, x.sum(axis=1))
+    assert axis_prepares[0] == 4
+    assert not callmemo._MEMO
+    for _ in range(2):  # a tuning is part of the call shape
         got = pyreduce.sum(d, axis=1, backend=gpu_backend,
                            tuning=pyreduce.Tuning(block_size=64))
         np.testing.assert_allclose(_host(got), x.sum(axis=1))
-        got = pyreduce.sum(x, axis=1, backend=gpu_backend)  # a host input
-        np.testing.assert_allclose(got, x.sum(axis=1))
-    assert axis_prepares[0] == 6
-    assert not callmemo._MEMO
+    assert axis_prepares[0] == 5
 
 
 @pytest.fixture
@@ -399,3 +421,8 @@ def test_host_inputs_the_cpu_backend_folds_repeat(backend, prepares):
         assert pyreduce.max(m, backend=backend) == m.max()
         assert pyreduce.max(ys[0], backend=backend, keepdims=True).shape == (1, 1)
     assert prepares[0] == before + 4
+    # deterministic=True: a call shape of its own, the fixed tree's bits each time
+    for y in ys:
+        got = pyreduce.sum(y, backend=backend, deterministic=True)
+        assert got.tobytes() == pyreduce.reference(y, "add").tobytes()
+    assert prepares[0] == before + 5

@@ -136,7 +136,7 @@ def test_the_old_keywords_give_the_same_plan_and_result():
                                      tuning=Tuning(variant="last_block", **fields))
 
 
-def test_a_tuned_call_does_not_take_a_remembered_plain_one(prepares):
+def test_a_tuned_call_has_a_call_shape_of_its_own(prepares):
     from numba import cuda
 
     x = affine_data(600, seed=4)
@@ -148,9 +148,12 @@ def test_a_tuned_call_does_not_take_a_remembered_plain_one(prepares):
     t = Tuning(variant="naive", block_size=32, items_per_thread=1, max_blocks=2)
     for _ in range(2):
         assert int(pyreduce.reduce(d, affine, backend="sim", tuning=t)) == want
-    assert prepares[0] == 3  # each tuned call plans its own kernels
+    assert prepares[0] == 2  # the tuned call plans its own kernels, once
     assert int(pyreduce.reduce(d, affine, backend="sim")) == want
-    assert prepares[0] == 3  # and the plain call's repeat is still there
+    assert prepares[0] == 2  # and the plain call's repeat is still there
+    t2 = Tuning(variant="naive", block_size=64, items_per_thread=1, max_blocks=2)
+    assert int(pyreduce.reduce(d, affine, backend="sim", tuning=t2)) == want
+    assert prepares[0] == 3  # another tuning: another call shape
 
 
 # --------------------------------------------------------------------------
