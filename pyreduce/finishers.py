@@ -287,12 +287,16 @@ def retarget(fin: Finisher, dtype: np.dtype) -> Finisher:
     in a wider type and the finishing kernel can store ``dtype``: a float32 or
     float64 result, a complex64 or complex128 one (from a real result made
     complex as NumPy's arithmetic makes it: :func:`_mean_as_complex`, the
-    variance's ``as_complex``). Otherwise (integers, bools, half precision, a
-    complex result made real) ``fin`` itself, its results cast to ``dtype``
-    on the host as NumPy casts them."""
-    if (dtype == fin.dtype or dtype.kind not in "fc" or dtype.itemsize < 4
-            or fin.outputs != 1 or (fin.dtype.kind == "c" and dtype.kind == "f")):
+    variance's ``as_complex``); a complex result made real as a complex result
+    of ``dtype``'s width, whose real part the host's cast takes (with NumPy's
+    ComplexWarning). Otherwise (integers, bools, half precision) ``fin``
+    itself, its results cast to ``dtype`` on the host as NumPy casts them."""
+    if dtype == fin.dtype or dtype.kind not in "fc" or dtype.itemsize < 4 or fin.outputs != 1:
         return fin
+    if fin.dtype.kind == "c" and dtype.kind == "f":
+        # the complex result as wide as dtype, its real part taken by the host's cast
+        wide = np.result_type(dtype, np.complex64)
+        return fin if wide == fin.dtype else dataclasses.replace(fin, dtype=wide)
     fn = fin.fn
     if dtype.kind == "c" and fin.dtype.kind != "c":
         fn = _AS_COMPLEX.get(fn) or _VARIANCE_AS_COMPLEX.get(fn)

@@ -6,7 +6,12 @@ others through :func:`pyreduce.general.reduce`'s path."""
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
+
 from . import structured
+from .backends import _caller_level
 from .dtypes import default_accumulator
 from .general import KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, check_keywords
 from .interop import checked_device_result, inspect
@@ -202,4 +207,8 @@ def _nan_fold(name: str, monoid_of, x, dtype, kwargs: dict):
     info = inspect(x, masked=True)
     kwargs = settle(name, kwargs)
     check_keywords(name, kwargs, _NAN_KEYWORDS)
-    return _reduce(info, monoid_of(info.dtype, dtype), None, **kwargs)
+    monoid = monoid_of(info.dtype, dtype)
+    if info.dtype.kind == "c" and monoid.dtype.kind != "c":  # as NumPy's cast warns
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=_caller_level())
+    return _reduce(info, monoid, None, **kwargs)

@@ -86,8 +86,11 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
                 return found
         value = _reduce(info, m, None, masked_rule=rule, where=where, device_result=False,
                         **kwargs)
+        if keepdims and info.mask is not None and fill is None and out is None \
+                and not on_device:  # np.ma's: a masked array of the result's dtype
+            return _masked_array(value, m, shape, dtype)
         if value is np.ma.masked:
-            return value if not keepdims else np.ma.masked_all(shape, dtype or m.dtype)
+            return value if not keepdims else _masked_array(value, m, shape, dtype)
         if out is None and not keepdims and not on_device:
             return value if dtype is None else _cast(value, dtype)
         # the host value placed: in out=, or copied to the device (it waited for the GPU)
@@ -98,6 +101,20 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     tuning = kwargs.get("tuning", _DEFAULT_TUNING)
     return along.reduce(info, m, axes, keepdims, dtype, out, device_result, backend, tuning,
                         stream, left_out)
+
+
+def _masked_array(value, monoid, shape: tuple, dtype):
+    """A masked input's one value (``np.ma.masked`` where nothing was unmasked;
+    a pair of them for minmax) as NumPy's masked reductions give it with
+    ``keepdims=True``: a masked array of ``shape``, of ``dtype`` or the
+    finished result's."""
+    fin = monoid.finisher
+    dt = np.dtype(dtype) if dtype is not None else fin.dtype if fin is not None \
+        else monoid.dtype
+    parts = tuple(np.ma.masked_all(shape, dt) if v is np.ma.masked
+                  else np.ma.MaskedArray(np.full(shape, v, dtype=dt), mask=False)
+                  for v in (value if isinstance(value, tuple) else (value,)))
+    return parts if isinstance(value, tuple) else parts[0]
 
 
 def _cast(value, dtype):

@@ -295,6 +295,15 @@ def _nan_to_one(i, v):
     return v if v == v else 1.0
 
 
+def _nan_to_zero_real(i, v):
+    # a complex input into a real dtype=: NumPy replaces NaN, then keeps the real part
+    return v.real if v == v else 0.0
+
+
+def _nan_to_one_real(i, v):
+    return v.real if v == v else 1.0
+
+
 def _add(a, b):
     return a + b
 
@@ -483,7 +492,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
         if skip_nan:
             fmap = _nan_moments_map
     plain = statistic.removeprefix("nan")
-    finisher = finishers.variance(var_dtype(dtype), ddof, nan_rule=statistic != plain,
+    # integers and bools: np.nanvar is np.var, inf where no degree of freedom is left
+    finisher = finishers.variance(var_dtype(dtype), ddof, nan_rule=skip_nan,
                                   root=plain == "std", counted=skip_nan,
                                   complex_parts=is_complex).to(result)
     # a result wider than float32: no float32 runs (a key F32_TILES does not hold)
@@ -514,10 +524,24 @@ def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
     acc = check_accumulator(acc_dtype) if acc_dtype is not None else sum_dtype(dt)
     if element(dt).kind not in "fc":  # no NaN to ignore: the plain built-in, as NumPy does
         return make_monoid("add" if op is _add else "mul", dt, acc_dtype=acc)
+
+    def host(x):
+        return numpy_fn(x, dtype=acc)
+
+    if dt.kind == "c" and acc.kind != "c":  # complex into a real dtype=: the real parts
+        fmap = _REAL_PART[fmap]
+
+        def host(x):  # (the caller gives NumPy's ComplexWarning)
+            return numpy_fn(np.where(x == x, x.real, identity), dtype=acc)
+
     return Monoid(
         name=name, fn=op, dtype=acc, identity=acc.type(identity), commutative=True,
-        key=_key(name, op, fmap), map=fmap, host=lambda x: numpy_fn(x, dtype=acc),
+        key=_key(name, op, fmap), map=fmap, host=host,
     )
+
+
+#: the NaN maps that keep a complex element's real part (a real ``dtype=``)
+_REAL_PART = {_nan_to_zero: _nan_to_zero_real, _nan_to_one: _nan_to_one_real}
 
 
 @functools.lru_cache(maxsize=64)

@@ -136,6 +136,24 @@ def test_complex_input_to_complex128(backend, name):
     assert np.allclose(got, want, rtol=1e-12, atol=0), (got, want)
 
 
+@pytest.mark.parametrize("name", ["mean", "nanmean"])
+def test_a_real_dtype_of_a_complex_mean_is_its_real_part_unrounded(backend, name):
+    """A complex64 mean with ``dtype=np.float64``: the real part of the mean
+    finished in complex128 (not rounded through complex64 first), with
+    NumPy's ComplexWarning."""
+    rng = np.random.default_rng(1)
+    z = (1e3 + rng.standard_normal((4, 65)) + 1j * rng.standard_normal((4, 65)))
+    z = z.astype(np.complex64)
+    for axis in (None, 1):
+        with pytest.warns(np.exceptions.ComplexWarning):
+            want = getattr(np, name)(z, axis=axis, dtype=np.float64)
+        with pytest.warns(np.exceptions.ComplexWarning):
+            got = _host(getattr(pyreduce, name)(_device(z, backend), axis=axis,
+                                                dtype=np.float64, **on(backend)))
+        assert got.dtype == np.float64
+        assert np.allclose(got, want, rtol=1e-12, atol=0), (got, want)
+
+
 def test_the_dtypes_left_to_a_cast_keep_numpys_result_dtype(backend):
     """Integer and half-precision ``dtype=``: the default result cast, as before."""
     x = _float32_data((3, 40))

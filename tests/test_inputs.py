@@ -306,6 +306,31 @@ def test_masked_arrays_without_a_value(backend):
     assert np.array_equal(pyreduce.sum(empty, axis=1, backend=backend), np.ma.sum(empty, axis=1))
 
 
+@pytest.mark.parametrize("name", ["mean", "var", "std", "ptp", "minmax", "nanmean",
+                                  "nanvar", "nanstd"])
+def test_masked_keepdims_over_every_axis_as_numpy(backend, name):
+    """``keepdims=True`` over every axis of a masked array: a masked array of
+    the result's dtype (not the accumulator's record), masked where nothing
+    was unmasked, as NumPy's masked reductions give it."""
+    if name == "minmax":
+        def ma(x, **k):
+            return np.ma.min(x, **k), np.ma.max(x, **k)
+    else:
+        ma = getattr(np.ma, name.removeprefix("nan"))
+    for dtype in (np.float64, np.int32):
+        data = np.arange(6, dtype=dtype).reshape(2, 3)
+        for mask in (True, [[1, 0, 0], [0, 0, 1]]):
+            x = np.ma.array(data, mask=mask)
+            for axis in (None, (0, 1)):
+                got = getattr(pyreduce, name)(x, axis=axis, keepdims=True, backend=backend)
+                want = ma(x, axis=axis, keepdims=True)
+                for g, w in zip(*((got, want) if name == "minmax" else ((got,), (want,)))):
+                    assert isinstance(g, np.ma.MaskedArray), (name, type(g))
+                    assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, w.dtype)
+                    assert np.array_equal(np.ma.getmaskarray(g), np.ma.getmaskarray(w))
+                    assert np.allclose(g.filled(0), w.filled(0)), (name, g, w)
+
+
 def test_masked_reduce_and_explain(backend):
     """``Reduce`` and ``explain`` reduce the unmasked elements too; ``explain``
     refuses ``axis=`` on a masked array, naming both."""

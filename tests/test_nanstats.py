@@ -417,3 +417,39 @@ def test_every_warp_variant_agrees(n, seed, variant):
     assert pyreduce.nanargmax(x, **on("sim", variant)) == np.nanargmax(x)
     assert np.isclose(pyreduce.nanmean(x, **on("sim", variant)), np.nanmean(x), rtol=1e-5)
     assert pyreduce.count_nonzero(x, **on("sim", variant)) == np.count_nonzero(x)
+
+
+def test_nansum_of_complex_into_a_real_dtype_as_numpy(backend):
+    """``nansum``/``nanprod`` of complex input with a real ``dtype=``: NaN (in
+    either part) replaced, then the real parts, along any axes, with NumPy's
+    ComplexWarning once."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-3, 4, (6, 40)) + 1j * rng.integers(-3, 4, (6, 40))
+    x[0, 3] = complex(np.nan, 1)
+    x[2, 5] = complex(1, np.nan)
+    for name in ("nansum", "nanprod"):
+        for axis in (None, 0, 1):
+            with pytest.warns(np.exceptions.ComplexWarning):
+                want = getattr(np, name)(x, axis=axis, dtype=np.float64)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = getattr(pyreduce, name)(x, axis=axis, dtype=np.float64, **on(backend))
+            assert [w.category for w in caught] == [np.exceptions.ComplexWarning]
+            got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
+            assert got.dtype == np.float64
+            assert np.allclose(got, want, rtol=1e-12), (name, axis, got, want)
+
+
+@pytest.mark.parametrize("name", ["nanvar", "nanstd"])
+def test_integer_nan_statistics_are_the_plain_ones_without_degrees_of_freedom(backend,
+                                                                                name):
+    """Integers have no NaN: np.nanvar of them is np.var, inf where no degree
+    of freedom is left and the elements differ (NaN where they are equal)."""
+    for values, want in (([1, 2, 3], np.inf), ([2, 2, 2], None)):
+        x = np.array(values, np.int16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = getattr(pyreduce, name)(x, ddof=3, **on(backend))
+            numpy = getattr(np, name)(x, ddof=3)
+        assert np.isnan(got) if want is None else got == want
+        assert np.isnan(numpy) if want is None else numpy == want
