@@ -8,12 +8,15 @@ of Dask collections to :mod:`pyreduce.dask`."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import callmemo, laws, manyvalues, masked, selection
 from .axes import normalize_axes
 from .dtypes import is_tuple
-from .interop import checked_device_result, inspect
+from .backends import _caller_level
+from .interop import Input, checked_device_result, inspect
 from .manyvalues import axes_take
 from .ops import as_monoid
 from .planner import Tuning
@@ -259,8 +262,12 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     as :func:`reduce` takes it: None follows the input (callers inside the
     library that need a host value pass False)."""
     device_result = checked_device_result(device_result)
+    # complex values into a real accumulator: their real parts, as NumPy casts
+    real_parts = map is None and info.dtype.kind == "c" and dtype is not None \
+        and np.dtype(dtype).kind in "fiu"
     plain = (out is None and map is None and check is False and where is True
-             and isinstance(deterministic, (bool, np.bool_)))  # else its TypeError below
+             and isinstance(deterministic, (bool, np.bool_))  # else its TypeError below
+             and not real_parts)
     if plain:  # a repeat of a plain call skips its decisions (pyreduce.callmemo)
         # a tuning or deterministic=True is part of the call shape
         tuned = None if deterministic is False and (
@@ -270,6 +277,8 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
         if result is not _MISS:
             return result
     monoid = as_monoid(op, info.dtype, identity, acc_dtype=dtype, map=map)
+    if real_parts:
+        info = _real_parts(info)
     if check is not False:
         laws.check_if_requested(monoid, check)
     if deterministic is not False:
@@ -320,6 +329,19 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
 
 
 _MISS = callmemo.MISS
+
+
+def _real_parts(info):
+    """A complex input reduced into a real dtype: NumPy's ComplexWarning, and a
+    host array's real parts (a view); a device array's kernels take the real
+    parts as they load (:func:`pyreduce.variants._blocks.element`)."""
+    warnings.warn("Casting complex values to real discards the imaginary part",
+                  np.exceptions.ComplexWarning, stacklevel=_caller_level())
+    if info.host is None:
+        return info
+    real = Input(info.host.real.dtype, info.shape, host=info.host.real, kind=info.kind)
+    real.mask = info.mask
+    return real
 
 
 def _plain_axis(axis) -> bool:

@@ -4,6 +4,7 @@ ops) and any/all, on every backend, against NumPy and ``functools.reduce``."""
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -189,3 +190,54 @@ def test_a_dlpack_host_producer_is_a_host_array(backend):
     x = _DLPackOnly(a[:, ::2])
     assert pyreduce.max(x, **on(backend)) == a[:, ::2].max()
     assert pyreduce.reduce(x, last_nonzero, **on(backend)) == a[:, ::2].ravel()[-1]
+
+
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_complex_input_into_a_real_dtype_takes_the_real_parts(backend, where):
+    """``sum``, ``prod`` and ``reduce`` of complex values with a real ``dtype=``:
+    the real parts, cast as NumPy casts them, with NumPy's ComplexWarning once
+    (pointing at the caller), to one value and along axes, on every backend
+    and for device inputs (their kernels take the real part as they load)."""
+    if where == "device" and backend == "cpu":
+        pytest.skip("device inputs are a GPU backend's")
+    rng = np.random.default_rng(11)
+    x = rng.integers(-4, 5, (6, 70)) + 1j * rng.integers(-4, 5, (6, 70))
+    small = np.ascontiguousarray(x[:2, :9])  # products that stay exact
+
+    def calls(a, b):
+        yield "sum", lambda ax: pyreduce.sum(a, axis=ax, dtype=np.float64, **on(backend)), \
+            lambda ax: np.sum(x, axis=ax, dtype=np.float64)
+        yield "sum int64", lambda ax: pyreduce.sum(a, axis=ax, dtype=np.int64, **on(backend)), \
+            lambda ax: np.sum(x, axis=ax, dtype=np.int64)
+        yield "prod", lambda ax: pyreduce.prod(b, axis=ax, dtype=np.float64, **on(backend)), \
+            lambda ax: np.prod(small, axis=ax, dtype=np.float64)
+        yield "reduce", lambda ax: pyreduce.reduce(a, last_nonzero, axis=ax,
+                                                   dtype=np.float64, **on(backend)), \
+            lambda ax: _left_fold(x.real, ax)
+
+    if where == "device":
+        from numba import cuda
+
+        a, b = cuda.to_device(x), cuda.to_device(small)
+    else:
+        a, b = x, small
+    for name, call, want in calls(a, b):
+        for axis in (None, 0, 1):
+            with pytest.warns(np.exceptions.ComplexWarning) as caught:
+                got = call(axis)
+            assert len(caught) == 1 and caught[0].filename == __file__, name
+            got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                expected = np.asarray(want(axis))
+            assert got.dtype == expected.dtype, (name, got.dtype)
+            assert np.allclose(got, expected, rtol=1e-12), (name, axis, got, expected)
+
+
+def _left_fold(real: np.ndarray, axis):
+    """``last_nonzero`` (associative, not commutative) folded left to right
+    along ``axis`` (None: every element)."""
+    if axis is None:
+        return functools.reduce(last_nonzero, real.ravel().tolist())
+    return np.apply_along_axis(lambda lane: functools.reduce(last_nonzero, lane.tolist()),
+                               axis, real)

@@ -63,6 +63,8 @@ def element(spec: KernelSpec, src: str, index: str, value: str | None = None,
         return f"acc_t(fmap({position or index}, {item}))"
     if spec.in_dtype == spec.acc_dtype:
         return item  # already an accumulator: a cast would only cost compile time
+    if spec.in_dtype.kind == "c" and spec.acc_dtype.kind in "fiu":
+        item = f"({item}).real"  # NumPy's cast of a complex value to a real type
     return f"acc_t({item})"
 
 

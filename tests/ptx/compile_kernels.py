@@ -49,6 +49,7 @@ VARIANT_CASES = (
     ("f32 add", "float32", "add"),
     ("f64 lambda", "float64", "lambda a, b: a - a * 0.5 + b"),
     ("f32 argmax", "float32", "argmax"),
+    ("c16 add into f8", "complex128", "add:float64"),  # the real parts, as loaded
 )
 
 #: the structured reductions whose rows kernels finish their outputs, by input
@@ -85,11 +86,13 @@ def _monoid(dtype: str, op: str):
     dt = np.dtype(dtype)
     if op == "argmax":
         return structured.argmax_monoid(dt)
+    if op.startswith("lambda"):
+        return as_monoid(eval(op), dt)  # noqa: S307
     name, _, result = op.partition(":")
     if name in ("mean", "var", "std"):
         return structured.moments_monoid(dt, name, ddof=1 if name != "mean" else 0,
                                          result=result or None)
-    return as_monoid(eval(op) if op.startswith("lambda") else op, dt)  # noqa: S307
+    return as_monoid(name, dt, acc_dtype=result or None)
 
 
 def _finished_signature(spec, finisher):
