@@ -222,6 +222,9 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
         moved = None
     else:
         ndim = len(shape)
+        if isinstance(axis, tuple):  # NumPy's scans take one axis
+            raise TypeError(f"a scan takes an int axis or None, as NumPy's cumsum does; "
+                            f"got axis={axis!r}")
         if ndim == 0:
             raise np.exceptions.AxisError(axis, 0)
         (axis,) = normalize_axes(axis, ndim)
@@ -262,7 +265,10 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
     if init is not None:
         init_buf = be.allocate(1, monoid.dtype)
         be.put_array(init_buf, np.asarray([init], dtype=monoid.dtype), stream)
-    direct = moved is None and not grown and result.buffer is not None
+    # an exclusive scan writes each tile's last prefix into the next tile's first
+    # output: where out= may be the input, the scan goes through a buffer of its own
+    direct = (moved is None and not grown and result.buffer is not None
+              and (inclusive or out is None))
     dst = result.buffer if direct else be.allocate(info.size, monoid.dtype)
     scan_rows(call, src, info.dtype, lines, line, dst, init_buf, exclusive=not inclusive)
     if direct:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .general import KEYWORDS, check_keywords, deterministic_tuning
+import numpy as np
+
+from .general import KEYWORDS, check_keywords, deterministic_tuning, run_whole
 from .axes import normalize_axes
 from .batchplanner import describe_plan
 from .interop import checked_device_result, inspect
@@ -116,16 +118,17 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
         tuning = deterministic_tuning(tuning, kwargs["deterministic"])
     axis, keepdims = kwargs.get("axis"), kwargs.get("keepdims", False)
     axes = normalize_axes(axis, len(info.shape))
+    device_result, out = checked_device_result(kwargs.get("device_result")), kwargs.get("out")
     if len(axes) < len(info.shape):
         call = prepare_axes(info, monoid, axes, keepdims, kwargs.get("initial"),
                             kwargs.get("backend", "auto"), tuning, kwargs.get("stream"),
-                            checked_device_result(kwargs.get("device_result")), None)
+                            device_result, out)
         result = call.run()
     else:
-        device_result = checked_device_result(kwargs.get("device_result"))
+        host_result = not device_result and (out is None or isinstance(out, np.ndarray))
         call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
-                       tuning, kwargs.get("stream", 0), host_result=not device_result)
-        result = call.run(device_result)
+                       tuning, kwargs.get("stream", 0), host_result=host_result)
+        result = run_whole(call, info, monoid, keepdims, device_result, out)
     be = call.backend
     route = getattr(call, "route", None)
     if call.plan is None:

@@ -25,7 +25,7 @@ from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
 from .tuning_keywords import tuning_of
 
 __all__ = ["reduce", "KEYWORDS", "check_keywords", "scale_out_with", "DETERMINISTIC_VARIANT",
-           "deterministic_variant", "deterministic_tuning"]
+           "deterministic_variant", "deterministic_tuning", "run_whole"]
 
 
 def reduce(
@@ -317,10 +317,17 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
             callmemo.remember_runner(memo_key, batched.repeat, op)
         return batched.run()
     call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
+    return run_whole(call, info, monoid, keepdims, device_result, out)
+
+
+def run_whole(call, info, monoid, keepdims: bool, device_result, out):
+    """The result of ``call`` (a :class:`~pyreduce.prepared.Prepared` of every
+    element) as :func:`reduce` gives it: a scalar, or with ``keepdims`` an
+    array of ones in every axis, which stays where the input is (a tuple
+    accumulator's: a tuple of host arrays, as along some axes)."""
+    ndim = len(info.shape)
     if not keepdims or ndim == 0:  # one value, returned as a scalar, as NumPy does
         return call.run(device_result, out)
-    # every axis kept with extent 1: an array, which stays where the input is
-    # (a tuple accumulator's: a tuple of host arrays, as along some axes)
     if is_tuple(monoid.dtype):
         manyvalues.check_tuple_outputs(monoid.dtype, out, device_result)
         return call.run(shape=(1,) * ndim)

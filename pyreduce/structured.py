@@ -568,6 +568,8 @@ def degrees_of_freedom(ddof, correction):
     if not (isinstance(ddof, numbers.Real) and ddof == 0):
         raise ValueError("ddof= and correction= are the same number under two names: "
                          "give one of them")
+    if not isinstance(correction, numbers.Real):
+        raise TypeError(f"correction= must be a real number, got {type(correction).__name__}")
     return correction
 
 

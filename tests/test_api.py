@@ -737,3 +737,19 @@ def test_sizes_crossing_cpu_parallel_threshold():
     # initial goes on the left of the chunk results
     assert pyreduce.reduce(x, _first_nonzero, initial=np.int32(5), backend="cpu") == 5
     assert pyreduce.reduce(x, _last_nonzero, initial=np.int32(5), backend="cpu") == x[nz[-1]]
+
+
+def test_explain_runs_the_call_as_reduce_does(backend):
+    """``explain`` runs ``reduce`` with the same keywords: ``out=`` is written
+    and returned, ``keepdims=True`` over every axis gives an array of ones in
+    every axis, along some axes and for one value."""
+    x = (np.arange(24, dtype=np.int16) % 5).reshape(2, 3, 4)
+    kw = {"backend": backend}
+    for axis, keepdims in ((None, True), ((0, 1, 2), True), ((0, 2), False), ((0, 2), True),
+                           (None, False)):
+        want = pyreduce.reduce(x, "add", axis=axis, keepdims=keepdims, **kw)
+        got = pyreduce.explain(x, "add", axis=axis, keepdims=keepdims, **kw).result
+        assert np.shape(got) == np.shape(want) and np.array_equal(got, want), (axis, got)
+        out = np.zeros(np.shape(want), np.int16)
+        got = pyreduce.explain(x, "add", axis=axis, keepdims=keepdims, out=out, **kw).result
+        assert got is out and np.array_equal(out, want), (axis, out)

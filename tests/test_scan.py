@@ -258,6 +258,33 @@ def _out_like(want: np.ndarray, on_device: bool):
     return out
 
 
+@pytest.mark.parametrize("inclusive", [True, False])
+@pytest.mark.parametrize("n", [4, 65, 300])
+def test_out_may_be_the_input(backend, inclusive, n):
+    """``out=`` the input itself (NumPy allows it): the scan of the values the
+    input held, inclusive and exclusive, an order-sensitive op, across tiles."""
+    x = affine_data(n, seed=n)
+    prefixes = list(accumulate(x.tolist(), affine))
+    unit = P  # affine's identity, x -> 1 * x + 0, packed as 1 * P + 0
+    want = np.array(prefixes if inclusive else [unit] + prefixes[:-1], dtype=x.dtype)
+    a = x.copy()
+    if backend != "cpu":
+        from numba import cuda
+
+        a = cuda.to_device(a)
+    got = pyreduce.scan(a, affine, identity=None if inclusive else unit,
+                        inclusive=inclusive, out=a, **on(backend))
+    assert got is a
+    assert np.array_equal(host(a), want), (host(a)[:8], want[:8])
+
+
+def test_a_scan_takes_one_axis(backend):
+    m = data(60, "int16", 9).reshape(5, 12)
+    for axis in ((0, 1), (), (1,)):
+        with pytest.raises(TypeError, match="int axis"):
+            pyreduce.cumsum(m, axis=axis, **on(backend))
+
+
 @pytest.mark.parametrize("on_device", [False, True])
 def test_out(backend, on_device):
     """``out=`` as NumPy's: the result written into it, and it returned, for the

@@ -726,3 +726,10 @@ def test_std_of_a_tiny_spread_keeps_the_squares_float32_would_lose(gpu_backend, 
         exact = np.std(x.astype(np.float64))
         got = pyreduce.std(x, **on(gpu_backend))
         assert float(got) == pytest.approx(exact, rel=1e-5, abs=0), (got, exact)
+
+
+def test_correction_that_is_not_a_number_is_named():
+    x = np.arange(5.0)
+    with pytest.raises(TypeError, match="correction= must be a real number"):
+        pyreduce.var(x, correction="a", backend="cpu")
+    assert pyreduce.var(x, correction=1, backend="cpu") == np.var(x, correction=1)
