@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from .general import KEYWORDS, check_keywords, deterministic_tuning, run_whole
+from .general import (KEYWORDS, check_keywords, deterministic_tuning, run_whole,
+                      wants_host_result)
 from .axes import normalize_axes
 from .batchplanner import describe_plan
 from .interop import checked_device_result, inspect
@@ -125,9 +124,9 @@ def explain(x, op, identity=None, **kwargs) -> Explanation:
                             device_result, out)
         result = call.run()
     else:
-        host_result = not device_result and (out is None or isinstance(out, np.ndarray))
         call = prepare(info, monoid, kwargs.get("initial"), kwargs.get("backend", "auto"),
-                       tuning, kwargs.get("stream", 0), host_result=host_result)
+                       tuning, kwargs.get("stream", 0),
+                       host_result=wants_host_result(device_result, out))
         result = run_whole(call, info, monoid, keepdims, device_result, out)
     be = call.backend
     route = getattr(call, "route", None)

@@ -276,11 +276,6 @@ class Finisher:
         return KERNELS.get(("cpu", "finisher", self.key, str(acc_dtype.descr)), build)
 
 
-#: the real finishers whose results a complex ``dtype=`` makes complex as
-#: NumPy's complex arithmetic does (see :func:`retarget`)
-_AS_COMPLEX = {_mean: _mean_as_complex}
-
-
 @functools.lru_cache(maxsize=128)  # finishers live as long as their cached monoids
 def retarget(fin: Finisher, dtype: np.dtype) -> Finisher:
     """``fin`` making results of ``dtype`` (a ``dtype=``) where it computes them
@@ -299,7 +294,7 @@ def retarget(fin: Finisher, dtype: np.dtype) -> Finisher:
         return fin if wide == fin.dtype else dataclasses.replace(fin, dtype=wide)
     fn = fin.fn
     if dtype.kind == "c" and fin.dtype.kind != "c":
-        fn = _AS_COMPLEX.get(fn) or _VARIANCE_AS_COMPLEX.get(fn)
+        fn = _AS_COMPLEX.get(fn)
         if fn is None:
             return fin
     return dataclasses.replace(fin, fn=fn, dtype=dtype)
@@ -356,6 +351,8 @@ def variance(dtype, ddof, nan_rule: bool = False, root: bool = False,
 #: one function per rule, made once: kernels are cached by the function's key
 _VARIANCE = {(n, r, c): _variance(n, r, c) for n in (False, True) for r in (False, True)
              for c in (False, True)}
-#: the real variances made complex (:func:`retarget`)
-_VARIANCE_AS_COMPLEX = {_VARIANCE[n, r, c]: _variance(n, r, c, as_complex=True)
-                        for n in (False, True) for r in (False, True) for c in (False, True)}
+#: the real finishers whose results a complex ``dtype=`` makes complex as
+#: NumPy's complex arithmetic does (:func:`retarget`)
+_AS_COMPLEX = {_mean: _mean_as_complex} | {
+    _VARIANCE[n, r, c]: _variance(n, r, c, as_complex=True)
+    for n in (False, True) for r in (False, True) for c in (False, True)}

@@ -25,7 +25,8 @@ from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
 from .tuning_keywords import tuning_of
 
 __all__ = ["reduce", "KEYWORDS", "check_keywords", "scale_out_with", "DETERMINISTIC_VARIANT",
-           "deterministic_variant", "deterministic_tuning", "run_whole"]
+           "deterministic_variant", "deterministic_tuning", "run_whole", "wants_host_result",
+           "warn_complex_to_real"]
 
 
 def reduce(
@@ -285,7 +286,7 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
         tuning = deterministic_tuning(tuning, deterministic)
         if deterministic and is_tuple(monoid.dtype):
             raise ValueError("deterministic=True takes scalar accumulators, not tuples")
-    host_result = not device_result and (out is None or isinstance(out, np.ndarray))
+    host_result = wants_host_result(device_result, out)
     if where is not True:  # pyreduce.selection
         left_out = selection.left_out(where, info.shape)
         if left_out is not None and info.mask is not None:  # and masked: both left out
@@ -320,6 +321,12 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
     return run_whole(call, info, monoid, keepdims, device_result, out)
 
 
+def wants_host_result(device_result, out) -> bool:
+    """Whether a reduction to one value makes its result on the host: no
+    ``device_result=True``, and no ``out=`` but a NumPy array."""
+    return not device_result and (out is None or isinstance(out, np.ndarray))
+
+
 def run_whole(call, info, monoid, keepdims: bool, device_result, out):
     """The result of ``call`` (a :class:`~pyreduce.prepared.Prepared` of every
     element) as :func:`reduce` gives it: a scalar, or with ``keepdims`` an
@@ -338,12 +345,18 @@ def run_whole(call, info, monoid, keepdims: bool, device_result, out):
 _MISS = callmemo.MISS
 
 
+def warn_complex_to_real() -> None:
+    """NumPy's ComplexWarning for complex values cast to a real dtype, at the
+    caller's line."""
+    warnings.warn("Casting complex values to real discards the imaginary part",
+                  np.exceptions.ComplexWarning, stacklevel=_caller_level())
+
+
 def _real_parts(info):
     """A complex input reduced into a real dtype: NumPy's ComplexWarning, and a
     host array's real parts (a view); a device array's kernels take the real
     parts as they load (:func:`pyreduce.variants._blocks.element`)."""
-    warnings.warn("Casting complex values to real discards the imaginary part",
-                  np.exceptions.ComplexWarning, stacklevel=_caller_level())
+    warn_complex_to_real()
     if info.host is None:
         return info
     real = Input(info.host.real.dtype, info.shape, host=info.host.real, kind=info.kind)

@@ -6,14 +6,10 @@ others through :func:`pyreduce.general.reduce`'s path."""
 
 from __future__ import annotations
 
-import warnings
-
-import numpy as np
-
 from . import structured
-from .backends import _caller_level
 from .dtypes import default_accumulator
-from .general import KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, check_keywords
+from .general import (KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, check_keywords,
+                      warn_complex_to_real)
 from .interop import checked_device_result, inspect
 from .ops import sum_dtype
 from .tuning_keywords import settle
@@ -209,6 +205,5 @@ def _nan_fold(name: str, monoid_of, x, dtype, kwargs: dict):
     check_keywords(name, kwargs, _NAN_KEYWORDS)
     monoid = monoid_of(info.dtype, dtype)
     if info.dtype.kind == "c" and monoid.dtype.kind != "c":  # as NumPy's cast warns
-        warnings.warn("Casting complex values to real discards the imaginary part",
-                      np.exceptions.ComplexWarning, stacklevel=_caller_level())
+        warn_complex_to_real()
     return _reduce(info, monoid, None, **kwargs)
