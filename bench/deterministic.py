@@ -15,10 +15,11 @@ computed in integers: a float32 is an integer times a power of two, and the
 integers are summed per power of two in int64, then combined with Python's
 unbounded integers.
 
-``time`` times float32 and float64 sums at 2**24 and 2**28 elements on the GPU
-(CUDA events around back-to-back calls writing into a preallocated device
-result): the default path against ``deterministic=True`` with its default items
-per thread and with 4, 8 and 16, and CuPy's ``sum`` where it is installed.
+``time`` times float32 and float64 sums at 2**24, 2**26 and 2**28 elements on
+the GPU (CUDA events around back-to-back calls writing into a preallocated device
+result): the default path against ``deterministic=True`` with its default
+layout, with the variant's own defaults (the layout before the measured one),
+with 4, 8 and 16 items per thread, and CuPy's ``sum`` where it is installed.
 
 ``report`` writes ``docs/deterministic/accuracy.md`` and, from a timing file,
 ``docs/deterministic/cost.md``; ``docs/deterministic.md`` includes both. ``all``
@@ -42,7 +43,7 @@ from _timing import device_seconds  # noqa: E402
 
 DOCS = docs("deterministic")
 SIZES = [2**k for k in range(16, 25, 2)]
-TIME_SIZES = [2**24, 2**28]
+TIME_SIZES = [2**24, 2**26, 2**28]
 TIME_ITEMS = [4, 8, 16]
 
 
@@ -195,7 +196,9 @@ def time_cost(out: str, sizes=TIME_SIZES) -> dict:
             d = cuda.to_device(host)
             res = cuda.device_array(1, dt)
             reps = 20 if n <= 2**24 else 5
-            configs = {"default": {}, "deterministic": dict(deterministic=True)}
+            configs = {"default": {}, "deterministic": dict(deterministic=True),
+                       "variant's defaults": dict(deterministic=True,
+                                                  tuning=_variant_defaults(cuda))}
             for items in TIME_ITEMS:
                 configs[f"deterministic i{items}"] = dict(
                     deterministic=True, tuning=pyreduce.Tuning(items_per_thread=items))
@@ -220,6 +223,17 @@ def time_cost(out: str, sizes=TIME_SIZES) -> dict:
     result = dict(meta=_meta(), rows=rows)
     save(out, result)
     return result
+
+
+def _variant_defaults(cuda):
+    """The layout ``pairwise`` ran before its measured one
+    (:func:`pyreduce.planner.fixed_tree_layout`): 4 items a thread, blocks of
+    256, one wave of them."""
+    import pyreduce
+
+    dev = cuda.get_current_device()
+    wave = dev.MULTIPROCESSOR_COUNT * (dev.MAX_THREADS_PER_MULTIPROCESSOR // 256)
+    return pyreduce.Tuning(items_per_thread=4, block_size=256, max_blocks=wave)
 
 
 def _e(v: float) -> str:

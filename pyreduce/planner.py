@@ -292,6 +292,14 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
       mean 32.5 against 32.4; PyTorch 33.8, 32.5, 30.6 and 30.0). This
       replaces the H200 choice of two tiles below for them.
 
+    On an H200 at 2**24 (device time of calls back to back, one run;
+    PyTorch's in brackets), the 16-byte accumulators of a float32 input fold
+    per lane where the op may be reordered (``last_block_lanes``, 8 items,
+    blocks of 256): argmax 26.9 us against 30.1 with one tile a loop (28.8),
+    argmin 27.1 against 30.3 (29.0), mean 25.9 against 27.6 (23.2). Those of
+    int32 keep one tile a loop (argmax 24.3 us against 26.7 per lane; 26.9),
+    and so do minmax's 8-byte pairs (not faster per lane).
+
     On an H200, at 2**28 before lane folds (ops that may not be reordered
     keep these): var's four fields (32 bytes and more) 32 items of a 4-byte
     input in blocks of 256 (float32: 404 us, against 514 with 16 and 721
@@ -314,6 +322,8 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
             return Auto("last_block_lanes", 8 if size <= 4 else 4, 256)
         if size != 4:
             return None
+        if commutative and in_dtype.kind == "f" and acc_dtype.itemsize == 16:
+            return Auto("last_block_lanes", 8, 256)  # mean's, argmax's of float32
         return Auto("last_block_x2" if wide else "last_block", 8, 256)
     if wide:
         if commutative:
@@ -326,6 +336,32 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
     if size == 8 and commutative:
         return Auto("warp_shuffle_lanes", 4, 256)
     return None
+
+
+def fixed_tree_layout(in_dtype: np.dtype, n: int, device: DeviceInfo) -> Auto | None:
+    """The layout of the fixed tree (``pairwise``, ``deterministic=True``) where
+    the call names none, for an input past the L2 cache on a device whose L2 is
+    known; else None (the variant's defaults: four items a thread, blocks of the
+    device's default size, one wave). The tree does not depend on the layout, so
+    this changes the speed only, never a bit of the result.
+
+    Measured on an H200 (``bench/deterministic.py time`` and a sweep of layouts,
+    ``docs/performance/deterministic-h200.json``: float32 and float64 sums of
+    2**24, 2**26 and 2**28 elements, bandwidth against the default
+    ``variant="auto"`` of the same run): four-byte elements 16 items a thread in
+    blocks of 512 on up to eight waves (1.00, 0.97 and 0.98 of the default,
+    against 0.91, 0.90 and 0.80 with the variant's defaults); eight-byte
+    elements four items in blocks of 512, about 16 tiles a block on one to
+    eight waves (0.93, 0.96 and 1.00, against 0.93, 0.95 and 0.92). Float64
+    lost with 8 and 16 items (0.85-0.94 and 0.51-0.74). Other element sizes
+    (half precision, bytes, complex) keep the defaults: not measured."""
+    if not device.l2_bytes or n * in_dtype.itemsize <= device.l2_bytes:
+        return None
+    if in_dtype.kind == "c" or in_dtype.itemsize not in (4, 8):  # not measured
+        return None
+    if in_dtype.itemsize == 8:
+        return Auto("pairwise", 4, 512, 8, per_block=16)
+    return Auto("pairwise", 16, 512, 8)
 
 
 def address_alignment(address: int, contiguous: bool) -> int:
@@ -433,9 +469,9 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
     auto = None
     if tuning.variant == "auto":
         auto = auto_variant(in_dtype, acc_dtype, n, device, commutative)
-        name = auto.variant
-    else:
-        name = tuning.variant
+    elif tuning.variant == "pairwise":
+        auto = fixed_tree_layout(in_dtype, n, device)
+    name = tuning.variant if auto is None else auto.variant
     variant = VARIANTS[name]
     warp = device.warp if tuning.warp_size is None else int(tuning.warp_size)
     block = tuning.block_size

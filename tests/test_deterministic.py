@@ -23,7 +23,7 @@ from pyreduce import backends
 from pyreduce.deterministic import LEAF, rounding_depth
 from pyreduce.driver import Ref, schedule
 from pyreduce.ops import as_monoid
-from pyreduce.planner import DeviceInfo, Tuning, make_plan
+from pyreduce.planner import DeviceInfo, Tuning, fixed_tree_layout, make_plan
 from oracles import affine, affine_data, last_nonzero
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -247,10 +247,14 @@ def test_argument_errors():
 
 SIMDEV = DeviceInfo("CUDA simulator", ("sim",), 2, 64, 1, 32, 64)
 H100 = DeviceInfo("H100", ("cuda", 0, (9, 0)), 132, 2048, 32, 32, vector_bytes=16)
+# as the backend describes an H200: its L2 size known, so past it the measured
+# layout of the fixed tree (planner.fixed_tree_layout) applies
+H200_L2 = DeviceInfo("H200", ("cuda", 0, (9, 0)), 132, 2048, 32, 32, vector_bytes=16,
+                     l2_bytes=60 * 2**20, auto_block=512)
 
 
 @settings(deadline=None)
-@given(n=st.integers(1, 2**34), device=st.sampled_from([SIMDEV, H100]),
+@given(n=st.integers(1, 2**34), device=st.sampled_from([SIMDEV, H100, H200_L2]),
        block=st.sampled_from([None, 32, 64, 256, 1024]), items=st.sampled_from([None, 4, 8, 16]),
        max_blocks=st.sampled_from([None, 1, 3, 1000]), extra=st.sampled_from([0, 1]))
 def test_plan_blocks_are_aligned_subtrees(n, device, block, items, max_blocks, extra):
@@ -262,12 +266,54 @@ def test_plan_blocks_are_aligned_subtrees(n, device, block, items, max_blocks, e
     assert plan.chunk % plan.spec.tile == 0 and tiles & (tiles - 1) == 0
     assert plan.fixed_tree and plan.spec.items % LEAF == 0
     assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
-    assert plan.grid <= (max_blocks or device.max_grid(plan.spec.block))
+    waves = 8 if fixed_tree_layout(f4, n, device) is not None else 1
+    assert plan.grid <= (max_blocks or waves * device.max_grid(plan.spec.block))
     steps = schedule(plan).steps
     assert plan.passes == len(steps)
     if extra:  # the initial value joins after the tree: a last pass over [initial, root]
         assert steps[-1].args[:2] == (Ref("head", 0, 2), 2)
         assert plan.passes == (2 if plan.grid == 1 else 3)
+
+
+@pytest.mark.parametrize("dt", [np.int16, np.float32, np.int32, np.float64, np.complex64],
+                         ids=lambda t: np.dtype(t).name)
+def test_fixed_tree_layout_past_the_l2(dt):
+    """Past the L2 cache of a device that knows its size, the fixed tree runs
+    the layout measured for it: 16 items of elements of up to 4 bytes in blocks
+    of 512 on up to 8 waves; float64 4 items, about 16 tiles a block on one to
+    8 waves; other sizes and complex values the variant's defaults. Inside the cache, and where
+    the L2 is unknown, the variant's defaults (4 items, the device's block, one
+    wave). The caller's choices win, one by one."""
+    dt = np.dtype(dt)
+    l2, add = H200_L2.l2_bytes, ("builtin", "add")
+    pairwise = Tuning(variant="pairwise")
+
+    def plan(nbytes, device=H200_L2, tuning=pairwise):
+        return make_plan(nbytes // dt.itemsize, dt, dt, add, device, tuning, align=16)
+
+    for small in (plan(l2), plan(40 * l2, H100), plan(4096)):
+        assert (small.spec.block, small.spec.items) == (256, 4)
+        assert small.grid <= H200_L2.max_grid(256)
+    wave = H200_L2.max_grid(512)
+    for nbytes in (l2 + 4096, 2 * l2, 5 * l2, 80 * l2):
+        p = plan(nbytes)
+        tiles = -(-p.n // p.spec.tile)
+        if dt.kind == "c" or dt.itemsize == 2:
+            assert (p.spec.block, p.spec.items) == (256, 4)
+            continue
+        if dt.itemsize == 8:
+            assert (p.spec.block, p.spec.items) == (512, 4)
+            bound = min(8 * wave, max(wave, -(-tiles // 16)))
+        else:
+            assert (p.spec.block, p.spec.items) == (512, 16)
+            bound = 8 * wave
+        per_block = -(-tiles // min(tiles, bound))
+        assert p.chunk // p.spec.tile == 1 << (per_block - 1).bit_length(), nbytes
+        assert p.fixed_tree and p.layout == "two_pass"
+    big = 80 * l2
+    assert plan(big, tuning=pairwise.replace(block_size=128)).spec.block == 128
+    assert plan(big, tuning=pairwise.replace(items_per_thread=8)).spec.items == 8
+    assert plan(big, tuning=pairwise.replace(max_blocks=7)).grid <= 7
 
 
 def test_items_must_hold_whole_leaves():
@@ -408,7 +454,7 @@ def test_cuda_bitwise_large(dt):
         x = data(rng, n, dt)
         want = pyreduce.reference(x, "add")
         d = cuda.to_device(x)
-        for b in (32, 128, 256, 1024):
+        for b in (32, 128, 256, 512, 1024):
             for i in (4, 8, 16):
                 for g in (None, 1, 7, 10**6):
                     got = pyreduce.sum(d, deterministic=True, tuning=Tuning(

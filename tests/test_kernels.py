@@ -492,9 +492,14 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     assert layout(var, np.float32, l2 // 8) == ("last_block_lanes", 8)
     for two in (mean, argmax, minmax):
         assert layout(two, np.float32, 3 * l2) == ("last_block_lanes", 8)
-        assert layout(two, np.float32, 3 * l2 // 2) == ("last_block", 8)  # one tile a loop
         assert layout(two, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
         assert layout(two, np.float32, l2 // 8)[0] == "last_block"
+    # between one and two L2 sizes: float32's 16-byte accumulators per lane,
+    # int32's and minmax's pairs one tile a loop
+    for two in (mean, argmax, structured.argmin_monoid):
+        assert layout(two, np.float32, 3 * l2 // 2) == ("last_block_lanes", 8)
+        assert layout(two, np.int32, 3 * l2 // 2) == ("last_block", 8)
+    assert layout(minmax, np.float32, 3 * l2 // 2) == ("last_block", 8)
     # complex minmax is not commutative (which NaN wins): ordered variants only
     assert layout(minmax, np.complex64, 3 * l2)[0] == "warp_shuffle"
     assert layout(var, np.float32, 3 * l2, Tuning(variant="warp_shuffle"))[0] == "warp_shuffle"
