@@ -425,3 +425,81 @@ def test_generated_source_keeps_order_and_64_bit_indices():
     assert "vload4(x, i)" in src and "out[seg] = v" in src
     cols = generate(BatchSpec("columns", np.float32, np.float32, "op", 256, 32, 4, 4), CUDA)[1]
     assert "base = off + mo * so + mi * si" in cols and "vload4(x, p0)" in cols
+
+
+# --------------------------------------------------------------------------
+# Split columns whose finishing pass would leave SMs idle: an intermediate pass
+
+
+@pytest.mark.parametrize("shape,sub", [((4096, 4096), 64), ((300, 4096), 9), ((64, 4096), 0),
+                                       ((16, 2**24), 0)])
+def test_split_columns_finish_through_an_intermediate_pass(shape, sub):
+    """Where a split columns pass's finishing grid is below the SMs, its rows
+    of partials are cut into parts again (``batchplanner._finish_parts``):
+    parts of at least FINISH_ROWS rows, about two blocks an SM, four parts at
+    least; the last pass reads one row a part. Otherwise (or a narrow finish)
+    two passes, as before."""
+    x = np.broadcast_to(np.float32(0), shape)
+    d = axes_mod.describe(shape, (4 * shape[1], 4), 4, (0,))
+    plan = batchplanner.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), GPU_DEVICE,
+                                     Tuning(), align=16)
+    steps = plan.schedule.steps
+    first, last = steps[0], steps[-1]
+    assert first.args[8] == plan.parts and last.args[8] == 1  # parts argument
+    if not sub:
+        assert len(steps) <= 2
+        return
+    assert len(steps) == 3
+    mid = steps[1]
+    assert mid.spec.split and mid.spec.finish and not mid.spec.initial
+    assert mid.args[6] == plan.parts and mid.args[8] == sub  # K rows in, sub parts out
+    assert -(-plan.parts // sub) >= batchplanner.FINISH_ROWS
+    assert mid.grid == last.grid * sub and last.grid < GPU_DEVICE.sm_count
+    assert last.args[6] == sub and last.args[0] == mid.args[10]  # reads what mid wrote
+    assert plan.finish == last.spec and not last.spec.split
+
+
+# 40 columns of 300 rows in 60 parts (max_blocks=64) finish in one block,
+# fewer than the SMs of the simulator (2) and of a GPU: an intermediate pass
+# cuts them into parts
+THREE_PASSES = Tuning(max_blocks=64)
+
+
+def _three_passes_body(lib):
+    data = affine_data(300 * 40, seed=21).reshape(300, 40)
+    f = np.random.default_rng(22).standard_normal((300, 40)).astype(np.float32)
+    return (lib.reduce(lib.asarray(data), affine, axis=0),
+            lib.reduce(lib.asarray(data), affine, axis=0, initial=int(data[0, 0])),
+            lib.sum(lib.asarray(data % 1000), axis=0), lib.min(lib.asarray(f), axis=0))
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_three_pass_columns_keep_order_and_finish(gpu_backend, on_device):
+    """The three passes give NumPy's answers: an operator that does not commute
+    (parts stay in order through both finishing passes), an initial value
+    (combined by the last pass only), and the structured reductions whose last
+    pass finishes their values."""
+    from pyreduce import backends
+
+    device = backends.get(gpu_backend).device()
+    d = axes_mod.describe((300, 40), (4 * 40, 4), 4, (0,))
+    plan = batchplanner.plan_strided(d, np.dtype(np.float32), np.dtype(np.float32),
+                                     ("builtin", "add"), device, THREE_PASSES, align=16)
+    assert plan.passes == 3, batchplanner.describe_plan(plan)
+    check(_three_passes_body, gpu_backend, on_device, tol=1e-5,
+          options=dict(tuning=THREE_PASSES))
+    f = np.random.default_rng(23).standard_normal((300, 40)).astype(np.float32)
+    x = to_device(f) if on_device else f
+    kw = dict(axis=0, backend=gpu_backend, tuning=THREE_PASSES)
+    for name, want, tol in [("mean", f.astype(np.float64).mean(axis=0), 1e-6),
+                            ("var", f.astype(np.float64).var(axis=0, ddof=1), 1e-5),
+                            ("argmax", f.argmax(axis=0), 0), ("argmin", f.argmin(axis=0), 0)]:
+        extra = dict(ddof=1) if name == "var" else {}
+        got = np.asarray(getattr(pyreduce, name)(x, **kw, **extra)
+                         if not on_device else
+                         _host(getattr(pyreduce, name)(x, **kw, **extra)))
+        if tol:
+            np.testing.assert_allclose(got, want, rtol=tol, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+

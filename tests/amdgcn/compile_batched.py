@@ -112,6 +112,9 @@ def batch_kinds(wave: int) -> list[tuple[str, dict]]:
     kinds.append(("columns strided", dict(family="columns", unit=False)))
     kinds.append(("columns split", dict(family="columns", split=True)))
     kinds.append(("columns finish", dict(family="columns", finish=True)))
+    # an intermediate finishing pass: partials in, partials out
+    # (batchplanner._finish_parts)
+    kinds.append(("columns finish split", dict(family="columns", finish=True, split=True)))
     kinds.append(("columns narrow", dict(family="columns", narrow=True)))
     kinds.append(("columns narrow strided", dict(family="columns", narrow=True, unit=False)))
     kinds.append(("columns narrow split", dict(family="columns", narrow=True, split=True)))
