@@ -292,6 +292,18 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
       mean 32.5 against 32.4; PyTorch 33.8, 32.5, 30.6 and 30.0). This
       replaces the H200 choice of two tiles below for them.
 
+    On an H200 at 2**28 (``docs/performance/tuple-layouts-h200.json``: device
+    time of calls back to back; PyTorch's in
+    brackets) the per-lane fold of a 4-byte input's accumulators under 32
+    bytes in one launch takes up to four waves of blocks, not one. One wave
+    (125 tiles a block) was the slowest for int32 argmax (295.5 us, four
+    waves 261.5, two 253.2; 267.3), int32 argmin and float32 minmax (295.4
+    and 297.6 us in another run, two waves 254.3 and 250.6); for float32
+    mean, float32 argmax and int32 minmax it was the fastest, four waves
+    within 1.2% of it (257.1 against 260.3 us, 262.4 against 263.0, 255.7
+    against 255.8; 250.5, 283.9, 251.8), two waves up to 4.2% slower. Four
+    waves are within 3.3% of the best of the three in every case measured.
+
     On an H200 at 2**24 (device time of calls back to back, one run;
     PyTorch's in brackets), the 16-byte accumulators of a float32 input fold
     per lane where the op may be reordered (``last_block_lanes``, 8 items,
@@ -330,7 +342,9 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
             return Auto("warp_shuffle_lanes", 16 if size <= 4 else 4, 256)
         return Auto("warp_shuffle", 32 if size <= 4 else 8, 256)
     if size == 4:
-        return Auto("last_block_lanes", 8, 256) if commutative else Auto("warp_shuffle", 16, 256)
+        if commutative:
+            return Auto("last_block_lanes", 8, 256, 4)
+        return Auto("warp_shuffle", 16, 256)
     if size == 2:
         return Auto("warp_shuffle_x2", 16, 256)
     if size == 8 and commutative:

@@ -492,6 +492,12 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     assert layout(var, np.float32, l2 // 8) == ("last_block_lanes", 8)
     for two in (mean, argmax, minmax):
         assert layout(two, np.float32, 3 * l2) == ("last_block_lanes", 8)
+        # past twice the L2 on up to four waves of blocks
+        m = two(np.dtype(np.float32))
+        n = 40 * l2 // 4
+        plan = make_plan(n, np.dtype(np.float32), m.dtype, m.key, H100_L2, align=16,
+                         commutative=True)
+        assert 2 * H100_L2.max_grid(256) < plan.grid <= 4 * H100_L2.max_grid(256)
         assert layout(two, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
         assert layout(two, np.float32, l2 // 8)[0] == "last_block"
     # between one and two L2 sizes: float32's 16-byte accumulators per lane,
