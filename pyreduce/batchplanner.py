@@ -47,7 +47,10 @@ not, and a row of outputs fills a warp)
     a thread per ``items`` neighbouring outputs, walking the reduced index in
     order: each warp's loads of a row are adjacent. When the outputs give fewer
     blocks than twice the resident ones, the reduced range is cut into parts (a
-    block row each) and the same kernel reduces the parts' partials.
+    block row each) and the same kernel reduces the parts' partials; where
+    that finishing pass would have fewer blocks than the SMs, an intermediate
+    pass of the same kernel cuts the partials' rows into parts again first
+    (:func:`_finish_parts`).
 narrow columns (the same layout with fewer outputs ``Mi`` than a warp, a
 commutative op, ``Monoid.commutative``, and at least ``g`` rows)
     the narrow kernel of the columns family: ``g`` consecutive rows read as one
@@ -531,7 +534,7 @@ def _columns_plan(d, spec: BatchSpec, grid: int, parts: int, grain: int, shape: 
         # the partials are `parts` rows of M: a columns problem of its own,
         # cut into parts again where the finishing grid would leave SMs idle
         rows, src = parts, first_out
-        sub = 1 if fin.narrow else _finish_parts(fgrid, rows, shape)
+        sub = 1 if fin.narrow else _finish_parts(fgrid, rows, d.M, acc_dtype, shape)
         if sub > 1:
             mid = dataclasses.replace(fin, split=True, initial=False)
             mid_out = Ref("partials2", 0, d.M * sub)
@@ -547,25 +550,31 @@ def _columns_plan(d, spec: BatchSpec, grid: int, parts: int, grain: int, shape: 
 
 #: rows of partials a part of an intermediate finishing pass reads, at least
 FINISH_ROWS = 8
+#: partials (bytes) below which a finishing pass goes without an intermediate
+#: one: a launch costs a few microseconds, about what a few blocks take to
+#: read this much (an estimate; the cases measured had 8-16 MiB of partials)
+FINISH_MIN_BYTES = 512 * 1024
 
 
-def _finish_parts(fgrid: int, rows: int, shape: _Shape) -> int:
-    """Parts of an intermediate pass over ``rows`` rows of partials whose
-    finishing pass has ``fgrid`` blocks, or 1 for none: where those blocks are
-    fewer than the SMs, the rows are cut into parts of at least
+def _finish_parts(fgrid: int, rows: int, outputs: int, acc_dtype, shape: _Shape) -> int:
+    """Parts of an intermediate pass over ``rows`` rows of ``outputs``
+    partials whose finishing pass has ``fgrid`` blocks, or 1 for none: where
+    those blocks are fewer than the SMs and the partials hold
+    :data:`FINISH_MIN_BYTES` or more, the rows are cut into parts of at least
     :data:`FINISH_ROWS` rows, enough for two blocks an SM, if that makes four
     parts or more; the finishing pass then reads one row a part.
 
     On an H200 (device time of calls back to back, float32 4096 x 4096 along
     ``axis=0``, one run) the finishing pass alone held the call back: a sum's
-    528 parts of 8 rows each were read by 4 blocks (102.7 us; with 64 parts,
+    512 parts of 8 rows each were read by 4 blocks (102.7 us; with 64 parts,
     ``Tuning(max_blocks=256)``, 33.0; PyTorch 28.9), and var's 128 parts by 8
     blocks merging 128 summaries a thread (164.6 us; with 32 parts 87.4;
     PyTorch 88.0), while fewer parts starved mean's first pass (53.3 us
     with 128 parts, 72.0 with 32)."""
     sms = shape.device.sm_count
     limit = min(-(-2 * sms // fgrid), rows // FINISH_ROWS)
-    if fgrid >= sms or limit < 4:
+    small = rows * outputs * np.dtype(acc_dtype).itemsize < FINISH_MIN_BYTES
+    if fgrid >= sms or limit < 4 or small:
         return 1
     return _whole_parts(rows, limit)
 
@@ -638,7 +647,10 @@ def _plan_segments(S, n, in_dtype, acc_dtype, op_key, device, tuning, initial,
 
 def describe_plan(plan: BatchPlan) -> str:
     """One line: the kind, the first pass's kernel and grid, the parts."""
-    parts = f", {plan.parts} parts per output then {plan.finish.label}" if plan.parts > 1 else ""
+    steps = plan.schedule.steps
+    mid = "".join(f", cut into {s.args[8]} by {s.spec.label}" for s in steps[1:-1])
+    parts = (f", {plan.parts} parts per output{mid} then {plan.finish.label}"
+             if plan.parts > 1 else "")
     lanes = f" ({plan.spec.lanes} lanes per output)" if plan.spec.lanes else ""
     wide = f" ({plan.wide_rows} rows per wide row)" if plan.spec.narrow else ""
     return (f"{plan.kind}: {plan.spec.label}; grid {plan.grid} x {plan.spec.block} threads "

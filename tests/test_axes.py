@@ -431,14 +431,26 @@ def test_generated_source_keeps_order_and_64_bit_indices():
 # Split columns whose finishing pass would leave SMs idle: an intermediate pass
 
 
+@pytest.fixture
+def no_partials_floor(monkeypatch):
+    """The intermediate finishing pass at any size of partials (the
+    simulator's inputs are far below ``FINISH_MIN_BYTES``); plans made with
+    it are forgotten before and after."""
+    batchplanner.clear_plans()
+    monkeypatch.setattr(batchplanner, "FINISH_MIN_BYTES", 0)
+    yield
+    batchplanner.clear_plans()
+
+
 @pytest.mark.parametrize("shape,sub", [((4096, 4096), 64), ((300, 4096), 9), ((64, 4096), 0),
-                                       ((16, 2**24), 0)])
+                                       ((16, 2**24), 0), ((128, 32), 0), ((1024, 256), 0)])
 def test_split_columns_finish_through_an_intermediate_pass(shape, sub):
-    """Where a split columns pass's finishing grid is below the SMs, its rows
-    of partials are cut into parts again (``batchplanner._finish_parts``):
-    parts of at least FINISH_ROWS rows, about two blocks an SM, four parts at
-    least; the last pass reads one row a part. Otherwise (or a narrow finish)
-    two passes, as before."""
+    """Where a split columns pass's finishing grid is below the SMs and its
+    partials hold FINISH_MIN_BYTES or more, their rows are cut into parts
+    again (``batchplanner._finish_parts``): parts of at least FINISH_ROWS
+    rows, about two blocks an SM, four parts at least; the last pass reads one
+    row a part. Otherwise (few or small partials, or a narrow finish) two
+    passes, as before; ``describe_plan`` names the intermediate pass."""
     x = np.broadcast_to(np.float32(0), shape)
     d = axes_mod.describe(shape, (4 * shape[1], 4), 4, (0,))
     plan = batchplanner.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), GPU_DEVICE,
@@ -457,11 +469,12 @@ def test_split_columns_finish_through_an_intermediate_pass(shape, sub):
     assert mid.grid == last.grid * sub and last.grid < GPU_DEVICE.sm_count
     assert last.args[6] == sub and last.args[0] == mid.args[10]  # reads what mid wrote
     assert plan.finish == last.spec and not last.spec.split
+    assert f"cut into {sub} by {mid.spec.label} then" in batchplanner.describe_plan(plan)
 
 
 # 40 columns of 300 rows in 60 parts (max_blocks=64) finish in one block,
-# fewer than the SMs of the simulator (2) and of a GPU: an intermediate pass
-# cuts them into parts
+# fewer than the SMs of the simulator (2) and of a GPU: without the floor on
+# the partials' bytes, an intermediate pass cuts them into parts
 THREE_PASSES = Tuning(max_blocks=64)
 
 
@@ -473,6 +486,7 @@ def _three_passes_body(lib):
             lib.sum(lib.asarray(data % 1000), axis=0), lib.min(lib.asarray(f), axis=0))
 
 
+@pytest.mark.usefixtures("no_partials_floor")
 @pytest.mark.parametrize("on_device", [False, True])
 def test_three_pass_columns_keep_order_and_finish(gpu_backend, on_device):
     """The three passes give NumPy's answers: an operator that does not commute

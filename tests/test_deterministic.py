@@ -279,8 +279,8 @@ def test_plan_blocks_are_aligned_subtrees(n, device, block, items, max_blocks, e
                          ids=lambda t: np.dtype(t).name)
 def test_fixed_tree_layout_past_the_l2(dt):
     """Past the L2 cache of a device that knows its size, the fixed tree runs
-    the layout measured for it: 16 items of elements of up to 4 bytes in blocks
-    of 512 on up to 8 waves; float64 4 items, about 16 tiles a block on one to
+    the layout measured for it: 16 items of 4-byte elements in blocks of 512
+    on up to 8 waves; float64 4 items, about 16 tiles a block on one to
     8 waves; other sizes and complex values the variant's defaults. Inside the cache, and where
     the L2 is unknown, the variant's defaults (4 items, the device's block, one
     wave). The caller's choices win, one by one."""
