@@ -267,12 +267,13 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
         be.put_array(init_buf, np.asarray([init], dtype=monoid.dtype), stream)
     # an exclusive scan writes each tile's last prefix into the next tile's first
     # output: where out= may be the input, the scan goes through a buffer of its own
+    # (an out= sharing the input's memory elsewhere gets one from Result)
     direct = (moved is None and not grown and result.buffer is not None
               and (inclusive or out is None))
     dst = result.buffer if direct else be.allocate(info.size, monoid.dtype)
     scan_rows(call, src, info.dtype, lines, line, dst, init_buf, exclusive=not inclusive)
     if direct:
-        return result.user
+        return result.placed()
     return finish(be.read_array(dst, info.size, stream).reshape(lines, line))
 
 

@@ -313,6 +313,47 @@ def device_fields(x) -> DeviceFields | None:
     return _reader(type(x))[0](x)
 
 
+def _placement(x):
+    """``(address, shape, byte strides, itemsize)`` of a device array's
+    elements (the simulator's: of the NumPy array it wraps), or None."""
+    wrapped = getattr(x, "_ary", None)
+    if isinstance(wrapped, np.ndarray):
+        return (wrapped.__array_interface__["data"][0], wrapped.shape, wrapped.strides,
+                wrapped.itemsize)
+    fields = device_fields(x)
+    if fields is None:
+        return None
+    return fields.ptr, tuple(fields.shape), fields.byte_strides(), fields.dtype.itemsize
+
+
+def _extent(address, shape, strides, itemsize):
+    """The bytes ``[low, high)`` the elements span, or None for no element."""
+    low = high = address
+    for n, step in zip(shape, strides):
+        if n == 0:
+            return None
+        if step < 0:
+            low += (n - 1) * step
+        else:
+            high += (n - 1) * step
+    return low, high + itemsize
+
+
+def aliases(a, b) -> bool:
+    """Whether device arrays ``a`` and ``b`` share memory other than as the
+    same C-ordered elements at the same addresses (True where that cannot be
+    told): a kernel reading ``a`` and writing ``b`` would then read elements
+    it had written (NumPy buffers such a call)."""
+    pa, pb = _placement(a), _placement(b)
+    if pa is None or pb is None:
+        return True
+    ea, eb = _extent(*pa), _extent(*pb)
+    if ea is None or eb is None or ea[1] <= eb[0] or eb[1] <= ea[0]:
+        return False
+    return not all(ptr == pa[0] and ea == eb and strides == c_strides(shape, itemsize)
+                   for ptr, shape, strides, itemsize in (pa, pb))
+
+
 # --- classification -------------------------------------------------------
 
 #: Python data NumPy makes an array of, by its own dtype rules (``np.sum([1, 2])``)

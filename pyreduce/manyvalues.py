@@ -38,7 +38,7 @@ from .backends.base import check_out, check_out_array, to_host
 from .backends.results import parts
 from .batchplanner import plan_segments, plan_strided
 from .dtypes import bfloat16_to_float32, fields, is_bfloat16, is_tuple
-from .interop import c_strides, inspect
+from .interop import aliases, c_strides, inspect
 from .ops import Monoid, cast_value
 
 __all__ = ["Result", "Batched", "prepare_axes", "reduce_axes_raw",
@@ -59,6 +59,8 @@ class Result:
             raise ValueError("pass out= or device_result=True, not both")
         self.be, self.dtype, self.shape, self.stream = be, dtype, shape, stream
         self.host_out = self.user = self.buffer = None
+        #: out='s own buffer where the kernels write another (:meth:`placed`)
+        self._into = None
         self.raw = raw
         check_tuple_outputs(dtype, out, device_result)
         if raw or is_tuple(dtype):  # on the host
@@ -75,6 +77,12 @@ class Result:
             return
         if out is not None:
             self.user, self.buffer = out, be.out_buffer(out, dtype, shape)
+            if info.on_device and aliases(info.device, out):
+                # out= shares the input's memory: kernels writing it would read
+                # elements they had written, so they write a buffer of their own,
+                # copied into out= when they are done (NumPy buffers such calls)
+                self._into = self.buffer
+                self.buffer = be.new_result(dtype, stream, info, shape)[1]
         elif device_result or info.on_device:
             self.user, self.buffer = be.new_result(dtype, stream, info, shape)
 
@@ -87,7 +95,7 @@ class Result:
             return as_fields(values)
         if self.buffer is not None:
             self.be.put_array(self.buffer, values.reshape(-1), self.stream)
-            return self.user
+            return self.placed()
         if self.host_out is not None:
             self.host_out[...] = values
             return self.host_out
@@ -102,8 +110,17 @@ class Result:
         on the device, or read back."""
         if self.buffer is not None:
             run(src, self.stream, init, self.buffer, offsets)
-            return self.user
+            return self.placed()
         return self.host(run(src, self.stream, init, None, offsets))
+
+    def placed(self):
+        """The device result, once the kernels have written :attr:`buffer`:
+        the user's ``out=`` (given the buffer's values, where the kernels
+        wrote one of their own) or the new array."""
+        if self._into is not None:
+            self._into.copy_to_device(self.buffer, stream=self.stream)
+            self._into = None
+        return self.user
 
 
 #: why a tuple accumulator's axis= or segmented result has no device form
@@ -360,7 +377,7 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         def run(window, results):
             executable(window, on, out=results[0].buffer)
             fin.report(known)
-            return results[0].user
+            return results[0].placed()
     else:
         executable = be.executable(plan, monoid, device)
         kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)  # looked up once
@@ -368,7 +385,7 @@ def reduce_axes_finished(info, monoid: Monoid, axes: tuple, keepdims: bool, dtyp
         def run(window, results):
             _run_finished(be, fin, executable, window, on, [r.buffer for r in results],
                           count, known, kernel)
-            users = tuple(r.user for r in results)
+            users = tuple(r.placed() for r in results)
             return users if fin.outputs > 1 else users[0]
 
     if remember is not None and out is None and src.described:

@@ -15,6 +15,7 @@ parts, a gather) is reached; ``test_kernel_kinds`` says which shapes reach which
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -517,3 +518,30 @@ def test_three_pass_columns_keep_order_and_finish(gpu_backend, on_device):
         else:
             np.testing.assert_array_equal(got, want, err_msg=name)
 
+
+
+@pytest.mark.parametrize("axis,row", [(1, 0), (1, -1), (0, 0), (0, -1)])
+def test_out_sharing_the_inputs_memory(gpu_backend, axis, row):
+    """``out=`` a row of the device input itself (NumPy buffers such a
+    call): every result is that of the values the input held. The kernels
+    wrote ``out=`` while other blocks still read the row it lies in."""
+    from numba import cuda
+
+    shape = (64, 300) if axis == 1 else (300, 64)
+    data = affine_data(shape[0] * shape[1], seed=31).reshape(shape)
+    floats = np.random.default_rng(32).standard_normal(shape)
+    lanes = np.moveaxis(data, axis, -1).tolist()
+    cases = [("affine", data, dict(op=affine), np.array([functools.reduce(affine, v)
+                                                         for v in lanes])),
+             ("sum", floats, {}, floats.sum(axis=axis)),
+             ("mean", floats, {}, floats.mean(axis=axis))]
+    for name, h, kw, want in cases:
+        fn = pyreduce.reduce if name == "affine" else getattr(pyreduce, name)
+        d = cuda.to_device(h)
+        out = d[row, :64]
+        assert fn(d, axis=axis, out=out, backend=gpu_backend, **kw) is out
+        got = out.copy_to_host()
+        if name == "affine":
+            assert np.array_equal(got, want), name
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=name)

@@ -278,6 +278,55 @@ def test_out_may_be_the_input(backend, inclusive, n):
     assert np.array_equal(host(a), want), (host(a)[:8], want[:8])
 
 
+@pytest.mark.parametrize("inclusive", [True, False])
+@pytest.mark.parametrize("place", ["ahead", "behind", "strided", "2-D"])
+def test_out_overlapping_the_input_elsewhere(backend, inclusive, place):
+    """``out=`` sharing memory with the input at other places (NumPy buffers
+    such a ufunc call): the scan of the values the input held, an
+    order-sensitive op, across tiles. A GPU backend scanned straight into
+    ``out=`` and read elements it had already written."""
+    n = 700
+    x = affine_data(n + 1, seed=5)
+    take, put = {"ahead": (slice(1, None), slice(None, -1)),
+                 "behind": (slice(None, -1), slice(1, None)),
+                 "strided": (slice(None, None, 2), slice(None, (n + 2) // 2)),
+                 "2-D": (slice(None, n), slice(1, None))}[place]
+    seq = x[take]
+    prefixes = list(accumulate(seq.tolist(), affine))
+    unit = P
+    want = np.array(prefixes if inclusive else [unit] + prefixes[:-1], dtype=x.dtype)
+    a = x.copy()
+    if backend != "cpu":
+        from numba import cuda
+
+        a = cuda.to_device(a)
+    src, dst = a[take], a[put]
+    if place == "2-D":  # a C-contiguous 2-D input, out= its flat memory shifted by one
+        src = src.reshape(35, 20)
+    got = pyreduce.scan(src, affine, identity=None if inclusive else unit, axis=None,
+                        inclusive=inclusive, out=dst, **on(backend))
+    assert got is dst
+    assert np.array_equal(host(dst), want), (host(dst)[:8], want[:8])
+
+
+@pytest.mark.sim
+def test_aliasing_is_told_from_the_addresses():
+    """What sends a scan through a buffer of its own: the same elements at
+    the same addresses (the input itself, or its C-order flat view) may be
+    written in place; memory shared at other places may not; disjoint memory
+    is not shared."""
+    from numba import cuda
+
+    from pyreduce.interop import aliases as _aliases
+
+    a = cuda.to_device(np.arange(200.0))
+    m = a.reshape(10, 20)
+    assert not _aliases(a, a) and not _aliases(m, a) and not _aliases(m, m.reshape(200))
+    assert _aliases(a[1:], a[:-1]) and _aliases(a[::2], a[:100]) and _aliases(a[::-1], a)
+    assert not _aliases(a[:100], a[100:]) and not _aliases(a[:0], a)
+    assert not _aliases(a, cuda.to_device(np.arange(200.0)))
+
+
 def test_a_scan_takes_one_axis(backend):
     m = data(60, "int16", 9).reshape(5, 12)
     for axis in ((0, 1), (), (1,)):
