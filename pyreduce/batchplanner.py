@@ -531,19 +531,21 @@ def _columns_plan(d, spec: BatchSpec, grid: int, parts: int, grain: int, shape: 
     if split:
         fin, fgrid, fgrain = _columns_finish(spec, shape, initial, d.M)
         buffers.append(("partials", d.M * parts, acc_dtype, False))
-        # the partials are `parts` rows of M: a columns problem of its own,
+
+        def partials(rows):  # `rows` rows of M partials: a columns problem of its own
+            return (0, d.M, d.M, 0, 1, rows, d.M)
+
         # cut into parts again where the finishing grid would leave SMs idle
         rows, src = parts, first_out
         sub = 1 if fin.narrow else _finish_parts(fgrid, rows, d.M, acc_dtype, shape)
         if sub > 1:
             mid = dataclasses.replace(fin, split=True, initial=False)
             mid_out = Ref("partials2", 0, d.M * sub)
-            desc = (0, d.M, d.M, 0, 1, rows, d.M)
-            steps.append(Step(mid, fgrid * sub, (src, *desc, sub, fgrain, mid_out, init)))
+            steps.append(Step(mid, fgrid * sub,
+                              (src, *partials(rows), sub, fgrain, mid_out, init)))
             buffers.append(("partials2", d.M * sub, acc_dtype, False))
             rows, src = sub, mid_out
-        desc = (0, d.M, d.M, 0, 1, rows, d.M)
-        steps.append(Step(fin, fgrid, (src, *desc, 1, fgrain, OUTPUT, init)))
+        steps.append(Step(fin, fgrid, (src, *partials(rows), 1, fgrain, OUTPUT, init)))
     return BatchPlan("columns", spec, grid, parts, d.M,
                      Schedule(tuple(buffers), tuple(steps), init, d.M), grain or 1)
 
