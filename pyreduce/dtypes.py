@@ -116,6 +116,9 @@ _STORAGE: dict = {}
 
 
 def name(dtype: np.dtype) -> str:
+    """``float64``, ``bfloat16``, or ``(float64, int64)`` for a tuple accumulator."""
+    if is_tuple(dtype):
+        return "(" + ", ".join(name(d) for d in fields(dtype)) + ")"
     return "bfloat16" if dtype == BFLOAT16 else dtype.name
 
 

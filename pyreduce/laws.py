@@ -28,6 +28,7 @@ import numpy as np
 from .backends.opcheck import compiled_step
 from .cache import KERNELS
 from .dtypes import as_value, fields, is_tuple
+from .dtypes import name as dtype_name
 
 __all__ = [
     "Law", "LAWS", "Counterexample", "LawReport", "Tolerance", "host_step",
@@ -142,13 +143,6 @@ def magnitude(values) -> float:
     found = [magnitude(v) if isinstance(v, tuple) else abs(complex(v)) for v in values
              if isinstance(v, tuple) or (_inexact(v) and cmath.isfinite(complex(v)))]
     return max(found, default=0.0)
-
-
-def dtype_name(dtype: np.dtype) -> str:
-    """``float64``, or ``(float64, int64)`` for a tuple accumulator."""
-    if is_tuple(dtype):
-        return "(" + ", ".join(d.name for d in fields(dtype)) + ")"
-    return dtype.name
 
 
 def show(value) -> str:

@@ -118,7 +118,7 @@ class Result:
         the user's ``out=`` (given the buffer's values, where the kernels
         wrote one of their own) or the new array."""
         if self._into is not None:
-            self._into.copy_to_device(self.buffer, stream=self.stream)
+            self.be.copy_buffer(self._into, self.buffer, self.stream)
             self._into = None
         return self.user
 

@@ -110,6 +110,28 @@ def test_op_returning_a_tuple_on_cpu():
     raises_untouched(TypeError, "op", x, lambda a, b: (a, b), backend="cpu")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, why", [
+    (lambda a, b: a + "x", "could not be compiled by Numba for float64"),
+    (lambda a, b: os.getcwd(), "could not be compiled"),
+    (lambda a, b: (a, b), r"returns .*, not a scalar"),
+], ids=["string", "untyped-global", "tuple"])
+def test_uncompilable_op_on_gpu(op, why):
+    """The cuda backend checks a user's op by compiling it for the CUDA target
+    (no host compile): the same TypeError as on the host, before any launch."""
+    x = np.arange(10.0)
+    raises_untouched(TypeError, why, x, op, backend="cuda")
+    assert pyreduce.reduce(x, lambda a, b: a + b, backend="cuda") == 45.0
+
+
+@pytest.mark.gpu
+def test_op_of_a_tuple_accumulator_returning_a_scalar_on_gpu():
+    x = np.arange(10.0)
+    with pytest.raises(TypeError, match="not a tuple"):
+        pyreduce.reduce(x, lambda a, b: a[0], map=lambda i, v: (v, i),
+                        dtype=(np.float64, np.int64), identity=(0.0, 0), backend="cuda")
+
+
 # An op that Numba cannot compile must be a TypeError on the simulator too, and
 # the simulator must still work afterwards. Run in a fresh interpreter with a
 # time limit: a failed simulated launch has been seen to leave the simulator

@@ -174,11 +174,18 @@ class GeneratedBackend:
     def _device_op(self, monoid):
         """The operator as the kernels call it; one compiled function per op code.
         An op Numba cannot compile is a TypeError here, before any kernel."""
-        check_op(monoid)
-        return KERNELS.get(
+        op = KERNELS.get(
             (self.name, "op", monoid.key),
             lambda: self.gpu.jit(device=True)(monoid.fn),
         )
+        self.verify_op(monoid, op)
+        return op
+
+    def verify_op(self, monoid, device_op) -> None:
+        """A TypeError if ``monoid``'s op does not compile for its dtype
+        (:mod:`pyreduce.backends.opcheck`); ``device_op``: the op as the
+        kernels call it."""
+        check_op(monoid)
 
     def _device_map(self, monoid):
         """The element map as the kernels call it, one per op code."""
@@ -436,6 +443,12 @@ class GeneratedBackend:
         if stream:
             stream.synchronize()
         return host
+
+    def copy_buffer(self, dst, src, stream):
+        """Copy the device buffer ``src`` into ``dst`` (as many elements), in
+        order on ``stream`` (Numba's deallocations wait for the work queued
+        before them, so ``src`` may be dropped after the call)."""
+        dst.copy_to_device(src, stream=stream)
 
     def put_array(self, buf, host: np.ndarray, stream):
         """Write the 1-D host array into the start of a device buffer."""

@@ -466,6 +466,18 @@ def fields_to_host(fields, stream=0) -> np.ndarray:
     return np.array(np.ndarray(shape, dt, buffer=raw, offset=-lo, strides=strides), order="C")
 
 
+def copy_array(dst: DeviceView, src: DeviceView, stream) -> None:
+    """Copy the contiguous ``src`` into the start of the contiguous ``dst``, in
+    order on ``stream`` and complete on return (``src`` may be freed then)."""
+    nbytes = src.size * src.dtype.itemsize
+    if not nbytes:
+        return
+    cu = cuda_driver()
+    handle = int(stream) if stream else 0
+    check_driver(cu.cuMemcpyDtoDAsync(dst.ptr, src.ptr, nbytes, handle))
+    check_driver(cu.cuStreamSynchronize(handle))
+
+
 def write_scalar(view: DeviceView, value, stream) -> None:
     """Write ``value`` to ``view[0]`` (stream-ordered)."""
     write_array(view, np.asarray([value], dtype=view.dtype), stream)

@@ -26,15 +26,15 @@ from ..occupancy import SMLimits
 from .base import GeneratedBackend, carrier, check_out, check_stream, not_a_stream
 from .vload import VECTOR_BYTES, cuda_vload, sim_vload
 from ..dialect import CUDA, SIM
-from .opcheck import check_op
+from .opcheck import check_device_op, check_op
 from .express import express
 from .results import maker
 from . import fastpath, staging
 from .cudadriver import DeviceMemory, MappedMemory, attribute, compute_capability, device_name
 from .cudadriver import device_to_use
 from .fastpath import (
-    DeviceView, MappedView, PreparedLaunch, current_device, read_array, read_scalar, stream_handle,
-    sync_producer, view_from, view_of, write_array, write_scalar,
+    DeviceView, MappedView, PreparedLaunch, copy_array, current_device, read_array, read_scalar,
+    stream_handle, sync_producer, view_from, view_of, write_array, write_scalar,
 )
 
 __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
@@ -205,6 +205,10 @@ class CudaBackend(NumbaCudaBackend):
             DeviceFields(view.ptr, (view.size,), (view.stride,), view.dtype, None), view.owner))
         return arr.view(view.dtype) if view.dtype.names is not None else arr
 
+    def verify_op(self, monoid, device_op) -> None:
+        # on the CUDA target: the kernel's compile reuses it, and no host compile
+        check_device_op(monoid, device_op)
+
     def express(self, call, device: int, finished=None):
         return express(self, call, device, finished)
 
@@ -319,6 +323,9 @@ class CudaBackend(NumbaCudaBackend):
 
     def put_array(self, buf, host, stream):
         write_array(buf, host, stream)
+
+    def copy_buffer(self, dst, src, stream):
+        copy_array(dst, src, stream)
 
     def slice(self, buf, start, stop):
         return buf.slice(start, stop)

@@ -1,11 +1,14 @@
 """Compile-checking a user's operator before any kernel uses it.
 
-Every backend calls :func:`check_op` on first use of an op: it compiles
+Every backend checks an op on first use: :func:`check_op` compiles
 ``acc_t(op(a, b))`` with Numba's ``njit`` for two accumulator values, so an op Numba
 cannot compile, or whose result cannot be cast to the accumulator (a tuple, a
 string), is a TypeError naming the op and the dtype, raised before a kernel is
 generated or launched. The check runs once per op code and dtype, and keeps the
 compiled step (:func:`compiled_step`) for whatever else runs the op on the host.
+A CUDA GPU's kernels check the op on the CUDA target instead
+(:func:`check_device_op`): the kernel's compile reuses that compile of the op, and
+no host compile is needed.
 
 Everything the host compiles around a user's code uses :func:`host_njit`: Numba's
 ``njit`` with NumPy's error model, so that a division by zero gives what NumPy
@@ -17,9 +20,10 @@ from __future__ import annotations
 
 from ..cache import KERNELS
 from ..codegen import compile_module
-from ..dtypes import fields, is_tuple
+from ..dtypes import fields, is_tuple, name
 
-__all__ = ["check_op", "compiled_step", "host_njit", "njit_cast", "njit_map", "njit_op"]
+__all__ = ["check_op", "check_device_op", "compiled_step", "host_njit", "njit_cast", "njit_map",
+           "njit_op"]
 
 
 def host_njit(*args, **options):
@@ -66,6 +70,51 @@ def check_op(monoid) -> None:
     compiled_step(monoid)
 
 
+def check_device_op(monoid, device_op) -> None:
+    """:func:`check_op` on the CUDA target, for a GPU backend's kernels:
+    ``device_op`` (the op as a Numba CUDA device function) compiled for two
+    accumulators. The kernel's own compile then finds that compile done, so the
+    check costs a first call nothing, where a host compile would ready Numba's
+    CPU target for it (a few tenths of a second in a new process)."""
+    if isinstance(monoid.key, tuple) and monoid.key[:1] == ("builtin",):
+        return
+
+    def build():
+        from numba.core.errors import NumbaError
+        from numba.cuda import types
+        from numba.cuda.np.numpy_support import from_dtype
+
+        parts = [from_dtype(d) for d in fields(monoid.dtype)]
+        t = types.Tuple(parts) if is_tuple(monoid.dtype) else parts[0]
+        try:
+            returned = device_op.compile_device((t, t)).signature.return_type
+        except NumbaError as exc:
+            raise TypeError(_uncompiled(monoid, str(exc).strip().splitlines()[0])) from None
+        why = _wrong_result(returned, monoid.dtype, types)
+        if why:
+            raise TypeError(_uncompiled(monoid, why))
+        return True
+
+    KERNELS.get(("check", "cuda", monoid.cache_key), build)
+
+
+def _wrong_result(returned, dtype, types) -> str | None:
+    """Why an op returning the Numba type ``returned`` cannot give an
+    accumulator of ``dtype`` (a scalar, or a tuple for a tuple dtype), or None."""
+    scalar = isinstance(returned, (types.Number, types.Boolean))
+    if scalar == is_tuple(dtype):
+        # np.float64((a, b)) types as an array, not as an error
+        what = "a tuple" if is_tuple(dtype) else "a scalar"
+        return f"it returns {returned}, not {what}"
+    return None
+
+
+def _uncompiled(monoid, why: str) -> str:
+    dtype = name(monoid.dtype)
+    return (f"op {monoid.name!r} could not be compiled by Numba for {dtype} "
+            f"(it must take and return values castable to {dtype}): {why}")
+
+
 def compiled_step(monoid):
     """``acc_t(op(a, b))`` compiled with ``njit``: one step of a reduction as the
     kernels compute it, to be called with two scalars of ``monoid.dtype``. A
@@ -89,19 +138,12 @@ def compiled_step(monoid):
             compiled = njitcache.attach(host_njit(combine), ("step", njitcache.op_text(monoid)),
                                         f"the op {monoid.name} ({monoid.dtype})")
             compiled.compile((t, t))
-            returned = compiled.nopython_signatures[0].return_type
-            scalar = isinstance(returned, (types.Number, types.Boolean))
-            if scalar == is_tuple(monoid.dtype):
-                # np.float64((a, b)) types as an array, not as an error
-                what = "a tuple" if is_tuple(monoid.dtype) else "a scalar"
-                why = f"it returns {returned}, not {what}"
+            why = _wrong_result(compiled.nopython_signatures[0].return_type, monoid.dtype,
+                                types)
         except NumbaError as exc:
             why = str(exc).strip().splitlines()[0]
         if why:
-            raise TypeError(
-                f"op {monoid.name!r} could not be compiled by Numba for {monoid.dtype} "
-                f"(it must take and return values castable to {monoid.dtype}): {why}"
-            )
+            raise TypeError(_uncompiled(monoid, why))
         return compiled
 
     return KERNELS.get(("check", monoid.cache_key), build)
