@@ -21,11 +21,18 @@ class Dialect:
     #: registers within what a block of that size may use (the simulator's jit
     #: takes no such option)
     launch_bounds: bool = True
+    #: pass ``lto=False`` to the kernels' ``jit``: numba-cuda links with
+    #: link-time optimisation wherever nvJitLink is present, which compiles
+    #: each kernel with NVVM twice (PTX, then LTO-IR for the link), 0.1-0.2 s
+    #: of a new operator's first call; a kernel links nothing else, so the
+    #: link has nothing to optimise across
+    no_lto: bool = False
 
     def decorator(self, block: int | None = None) -> str:
-        if block and self.launch_bounds:
-            return f"@gpu.jit(launch_bounds={block})"
-        return "@gpu.jit"
+        options = [f"launch_bounds={block}"] if block and self.launch_bounds else []
+        if self.no_lto:
+            options.append("lto=False")
+        return f"@gpu.jit({', '.join(options)})" if options else "@gpu.jit"
 
     def device_decorator(self) -> str:
         """A device function (helpers a kernel module defines, such as a tuple
@@ -111,7 +118,7 @@ class Dialect:
 
 
 #: numba-cuda on a GPU.
-CUDA = Dialect("cuda")
+CUDA = Dialect("cuda", no_lto=True)
 #: The same source in Numba's CUDA simulator, less the launch bounds.
 SIM = Dialect("sim", launch_bounds=False)
 

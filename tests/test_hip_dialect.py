@@ -153,7 +153,7 @@ def test_same_factories_as_cuda_and_sim():
             assert re.search(r"shfl|syncwarp|threadfence_block|atomic", h + s), (variant, h, s)
     cuda = generate(KernelSpec("warp_sync_tail", np.float32, np.float32, "op", 256, 32, 2),
                     CUDA)[1]
-    assert "@gpu.jit(launch_bounds=256)" in cuda and "gpu.syncwarp(0xffffffff)" in cuda
+    assert "@gpu.jit(launch_bounds=256, lto=False)" in cuda and "gpu.syncwarp(0xffffffff)" in cuda
     shfl = generate(KernelSpec("warp_shuffle", np.float32, np.float32, "op", 256, 32, 4), SIM)[1]
     assert "gpu.shfl_down_sync(0xffffffff, (v), v_d)" in shfl
     assert "gpu.atomic.add(ticket, 0, 1)" in generate(
