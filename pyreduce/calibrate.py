@@ -25,7 +25,7 @@ import numpy as np
 
 from . import costmodel, tuned
 from .backends import get, staging
-from .backends.cpu_parallel import MIN_BYTES
+from .backends.cpu_parallel import SPLIT_BYTES
 from .ops import as_monoid
 
 __all__ = ["model", "machine", "forget", "remember", "cheap_numbers", "best_seconds", "slope",
@@ -43,6 +43,9 @@ REPEATS = 3
 
 _models: dict = {}
 _lock = threading.Lock()
+#: How many times this process's models were recorded or forgotten
+#: (:func:`changes`)
+_changes = 0
 
 
 #: How the numbers are measured; models recorded another way are measured again.
@@ -79,14 +82,24 @@ def model(backend) -> costmodel.HostModel:
 
 def forget() -> None:
     """Drop the models this process has read (the store keeps them)."""
+    global _changes
     _models.clear()
+    _changes += 1
+
+
+def changes() -> int:
+    """A number that changes whenever a model this process uses may have: one
+    recorded (:func:`remember`) or the models forgotten (:func:`forget`)."""
+    return _changes
 
 
 def remember(backend, found: costmodel.HostModel) -> None:
     """Record ``found`` as this machine's model, on disk and in this process."""
+    global _changes
     tuned.save_host_model(machine(backend), found.as_dict())
     with _lock:
         _models[machine(backend)] = found
+        _changes += 1
 
 
 def _quick(backend, key: str) -> costmodel.HostModel:
@@ -162,7 +175,7 @@ def cheap_numbers(backend) -> dict:
 def _cpu_builtin(src: np.ndarray) -> dict:
     cpu = get("cpu")
     add = as_monoid("add", src.dtype)
-    serial = src[: MIN_BYTES // src.itemsize]
+    serial = src[: SPLIT_BYTES // src.itemsize - 1]  # one piece: one thread
     tiny = src[:8]
     parallel_GBps = src.itemsize / slope(
         lambda k: best_seconds(lambda: cpu.reduce(src[:k], add)), src.size) / 1e9

@@ -81,10 +81,10 @@ def host_key(info, op, identity, initial, dtype, backend):
     """The call shape of a plain call of an unmasked NumPy input on ``auto`` or
     ``cpu``: the operator, values and dtype as :func:`key` has them, and the
     array's dtype, shape and strides; None for any other input. Only a call
-    the cpu backend reduced without asking the cost model is remembered under
-    it (``cpu``, or ``auto`` with no GPU): on a GPU machine the model decides
-    every call of ``auto`` afresh, as it may change (a calibration, another
-    current GPU)."""
+    the cpu backend reduced is remembered under it (``cpu``, or ``auto`` with
+    no GPU or with a cost model that chose the cpu backend: its repeat checks
+    that the model and the thread's GPU are unchanged, else the model decides
+    again)."""
     host = info.host
     if host is None or info.mask is not None or backend not in ("auto", "cpu"):
         return None
@@ -128,13 +128,20 @@ def remember(k, call, op) -> None:
     remember_runner(k, runner, op)
 
 
-def remember_cpu(k, call, op) -> None:
+def remember_cpu(k, call, op, holds=None) -> None:
     """Remember ``call`` (a :class:`~pyreduce.prepared.Prepared` the cpu backend
     runs, of a host input) for ``k``: a repeat folds the new array with the
-    same operator, without deciding anything again."""
+    same operator, without deciding anything again. ``holds``: where the cost
+    model chose the cpu backend, the check that it would choose it again
+    (:func:`pyreduce.hostroute.unchanged`)."""
     detached = call.detached()
-    remember_runner(k, lambda info, device_result: detached.run_on(info, None, device_result),
-                    op)
+
+    def runner(info, device_result):
+        if holds is not None and not holds():
+            return MISS
+        return detached.run_on(info, None, device_result)
+
+    remember_runner(k, runner, op)
 
 
 def remember_runner(k, runner, op) -> None:

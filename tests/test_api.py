@@ -714,11 +714,11 @@ def test_auto_backend_host_and_device():
 
 
 def test_sizes_crossing_cpu_parallel_threshold():
-    """Large inputs are split into one chunk per core (>= 2 * PARALLEL_MIN
-    elements); chunk results must be combined in order."""
-    from pyreduce.backends import cpu as cpu_backend
+    """Large inputs are split into pieces (>= 2 * PARALLEL_MIN elements);
+    the pieces' results must be combined in order."""
+    from pyreduce.backends import cpu_parallel
 
-    n = 2 * cpu_backend.PARALLEL_MIN + 12345
+    n = 2 * cpu_parallel.PARALLEL_MIN + 12345
     rng = np.random.default_rng(3)
     x = np.zeros(n, np.int32)
     picks = rng.integers(0, n, 40)

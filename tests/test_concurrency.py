@@ -89,9 +89,9 @@ def test_concurrent_calls_give_correct_results(backend, threads):
 def test_concurrent_large_cpu_calls_use_the_pool_in_order():
     """Inputs above the CPU backend's parallel threshold are split over its thread
     pool; several of them at once must not mix their chunks."""
-    from pyreduce.backends import cpu
+    from pyreduce.backends import cpu_parallel
 
-    n = 2 * cpu.PARALLEL_MIN + 5
+    n = 2 * cpu_parallel.PARALLEL_MIN + 5
     arrays = []
     for k in range(4):
         x = np.zeros(n, dtype=np.int64)

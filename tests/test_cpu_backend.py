@@ -15,7 +15,7 @@ import pytest
 
 import pyreduce
 from pyreduce import backends
-from pyreduce.backends import cpu as cpu_module
+from pyreduce.backends import cpu_parallel
 from pyreduce.cache import KERNELS
 from oracles import affine, affine_data, last_nonzero, on
 
@@ -71,7 +71,7 @@ def threaded_cpu(monkeypatch):
     number of cores (the pool is used as it is for 2**21 elements)."""
     be = backends.get("cpu")
     monkeypatch.setattr(be, "threads", 2)
-    monkeypatch.setattr(cpu_module, "PARALLEL_MIN", 2048)
+    monkeypatch.setattr(cpu_parallel, "PARALLEL_MIN", 2048)
     return be
 
 

@@ -6,6 +6,7 @@ between them (:mod:`pyreduce.costmodel`, :mod:`pyreduce.hostroute`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -32,9 +33,11 @@ from oracles import SIM_TUNING, affine, affine_data, last_nonzero
 
 @pytest.fixture
 def split(monkeypatch):
-    """The cpu backend splitting built-ins from 64 bytes a piece, into up to 5."""
+    """The cpu backend splitting built-ins from 128 bytes, 64 bytes a piece, for
+    5 threads."""
     be = backends.get("cpu")
-    monkeypatch.setattr(cpu_parallel, "MIN_BYTES", 64)
+    monkeypatch.setattr(cpu_parallel, "PIECE_BYTES", 64)
+    monkeypatch.setattr(cpu_parallel, "SPLIT_BYTES", 128)
     monkeypatch.setattr(be, "threads", 5)
     return be
 
@@ -90,7 +93,7 @@ def test_exact_builtins_split_give_numpy_bit_for_bit(split, n, name, ufunc, dtyp
 def test_float_sums_split_are_within_pairwise_bounds(split, dtype):
     x = _data(dtype, 5003, nans=False)
     monoid = as_monoid("add", x.dtype)
-    assert cpu_parallel.part_count(x, monoid, 5) == 5
+    assert cpu_parallel.part_count(x, monoid, 5) == 5 * cpu_parallel.PIECES_PER_THREAD
     got = split.reduce(x, monoid)
     exact = complex(math.fsum(x.real.astype(float)), math.fsum(x.imag.astype(float)))
     eps = np.finfo(x.real.dtype).eps
@@ -417,7 +420,7 @@ def test_a_measured_16_core_machine_keeps_host_inputs_on_the_cpu(n, user):
     m = costmodel.HostModel(**H100_QUICK, source="test")
     chunk_bytes = staging.chunk_elements(n, 8) * 8
     route = costmodel.choose(m, n, 8, user, chunk_bytes=chunk_bytes,
-                             split_bytes=2 * cpu_parallel.MIN_BYTES,
+                             split_bytes=cpu_parallel.SPLIT_BYTES,
                              split_elements=2 * cpu_parallel.PARALLEL_MIN)
     assert route.path == "cpu", route
 
@@ -703,19 +706,31 @@ def test_a_host_array_reduced_on_the_cpu_makes_no_cuda_context(tmp_path):
     assert "CONTEXT 0" in out.stdout, out.stdout
 
 
-def test_auto_on_a_gpu_machine_asks_the_model_on_every_call(fake_gpu, prepares):
-    """A host input that ``auto`` routes (a GPU is present) is not remembered,
-    whichever way the model sends it: the model may change between calls (a
-    calibration, another current GPU), and each call follows the one in force."""
-    from pyreduce import callmemo
+def test_auto_on_a_gpu_machine_remembers_a_cpu_route_while_the_model_holds(
+        fake_gpu, prepares, monkeypatch):
+    """A host input that ``auto`` sent to the cpu backend is remembered: a repeat
+    skips the cost model while the model (:func:`pyreduce.calibrate.changes`)
+    and the thread's GPU are those it was decided with; after either changes the
+    model decides again, and a call it sends to the GPU is not remembered."""
+    from pyreduce import calibrate, callmemo
 
     fake_gpu[0] = _model(h2d_GBps=0.001)  # the cpu is faster
     x = np.arange(300, dtype=np.int64)
-    for _ in range(2):
+    for _ in range(3):
         assert pyreduce.reduce(x, affine) == functools.reduce(affine, x)
-    assert prepares[0] == 2 and not callmemo._HOST_MEMO
+    assert prepares[0] == 1 and len(callmemo._HOST_MEMO) == 1
+    # another GPU current in this thread: its own model decides
+    sim = backends.get("cuda")  # the simulator, as the fixture made it
+    other = dataclasses.replace(sim.quiet_device(), name="another GPU")
+    with monkeypatch.context() as m:
+        m.setattr(sim, "quiet_device", lambda: other)
+        assert pyreduce.reduce(x, affine) == functools.reduce(affine, x)
+        assert prepares[0] == 2
+    # a new model (a calibration, or the models forgotten): the GPU is faster now
     fake_gpu[0] = _model(cpu_serial_GBps=0.01, cpu_GBps=0.01, cpu_user_serial_ns=1000,
-                         cpu_user_ns=1000)  # now the GPU is
+                         cpu_user_ns=1000)
+    calibrate.forget()
     assert pyreduce.explain(x, affine).backend == GPU
-    assert pyreduce.reduce(x, affine) == functools.reduce(affine, x)
-    assert prepares[0] == 3 and not callmemo._HOST_MEMO
+    for k in range(2):
+        assert pyreduce.reduce(x, affine) == functools.reduce(affine, x)
+        assert prepares[0] == 3 + k  # each call streamed, each decided by the model

@@ -5,7 +5,6 @@ and all-NaN inputs; and ``correction=`` of var/std."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import warnings
 
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 import pyreduce
 from pyreduce import backends, structured
 from pyreduce.backends import cpu_parallel
+from pyreduce.backends.crew import Crew
 
 from conftest import examples
 from numpy_compare import host_value
@@ -400,14 +400,14 @@ def test_cpu_pieces_keep_the_index_of_every_indexed_accumulator():
     n = 1 << 20
     z = rng.standard_normal(n) + 1j * rng.standard_normal(n)
     z[rng.choice(n, 1000)] = np.nan
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        for monoid, data, want in (
-                (structured.argmax_monoid(z.dtype), z, np.argmax(z)),
-                (structured.nanargmax_monoid(z.dtype), z, np.nanargmax(z)),
-                (structured.nanargmin_monoid(z.real.dtype), z.real, np.nanargmin(z.real))):
-            assert cpu_parallel.part_count(data, monoid, 4) > 1
-            acc = cpu_parallel.reduce_host(data, monoid, lambda: pool, 4)
-            assert monoid.result(acc) == want, monoid.name
+    crew = Crew(4)
+    for monoid, data, want in (
+            (structured.argmax_monoid(z.dtype), z, np.argmax(z)),
+            (structured.nanargmax_monoid(z.dtype), z, np.nanargmax(z)),
+            (structured.nanargmin_monoid(z.real.dtype), z.real, np.nanargmin(z.real))):
+        assert cpu_parallel.part_count(data, monoid, 4) > 1
+        acc = cpu_parallel.reduce_host(data, monoid, crew, 4)
+        assert monoid.result(acc) == want, monoid.name
 
 
 @pytest.mark.skipif("sim" not in backends.available(), reason="needs the simulator")

@@ -9,9 +9,10 @@ on what the op allows:
 * commutative built-ins: element ``i`` goes to lane ``i % LANES``, a layout the
   compiler turns into SIMD, like NumPy's own loops.
 
-Large inputs are split into one contiguous chunk per core, folded in parallel
-(``nogil``) by a thread pool and combined in chunk order. A child process made by
-``fork()`` has none of the pool's threads: it starts a pool of its own.
+Large inputs are split into contiguous pieces, folded in parallel (``nogil``) by
+the backend's crew of threads (:mod:`pyreduce.backends.crew`) and combined in
+piece order. A child process made by ``fork()`` has none of the crew's threads:
+it starts a crew of its own.
 
 Numba's CPU target has no half precision: float16 elements are widened to
 float32 (exactly) before the folds read them, which is also what an element map
@@ -45,10 +46,11 @@ from ..deterministic import reduce_host as tree_reduce_host
 from . import cpu_parallel
 from .base import check_stream
 from .cpu_batch import reduce_axes, reduce_segments
-from .cpu_parallel import PARALLEL_MIN, UFUNCS, loadable
+from .crew import Crew
+from .cpu_parallel import UFUNCS, fold_parts, loadable
 from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
-__all__ = ["CpuBackend", "shared", "loadable", "UFUNCS", "PARALLEL_MIN"]
+__all__ = ["CpuBackend", "shared", "loadable", "UFUNCS"]
 
 STREAMS = 8
 LANES = 16
@@ -153,11 +155,22 @@ class CpuBackend:
         _BACKENDS.add(self)
 
     def _forget_pool(self):
-        """Start without a pool: a new backend, or one in a child of ``fork()``,
-        where the parent's pool threads do not exist (work sent to them would wait
+        """Start without threads: a new backend, or one in a child of ``fork()``,
+        where the parent's threads do not exist (work sent to them would wait
         forever) and a lock another thread held at the fork stays held."""
         self._pool = None
+        self._crew = None
         self._pool_lock = threading.Lock()
+
+    def crew(self) -> Crew:
+        """The threads that share a reduction's pieces (:mod:`pyreduce.backends.crew`)."""
+        crew = self._crew
+        if crew is None:
+            with self._pool_lock:
+                if self._crew is None:
+                    self._crew = Crew(self.threads)
+                crew = self._crew
+        return crew
 
     def launch_stream(self, stream, info):
         """Nothing to launch on a device: streams do not apply (but a bad one is
@@ -166,6 +179,8 @@ class CpuBackend:
         return None
 
     def _executor(self):
+        """A ``concurrent.futures`` pool, for work handed over as it comes (the
+        staging of host inputs, :mod:`pyreduce.backends.staging`)."""
         with self._pool_lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -210,11 +225,11 @@ class CpuBackend:
         if tree:
             return tree_reduce_host(host, monoid, initial)
         if monoid.host is not None:  # a built-in with a NumPy implementation
-            acc = cpu_parallel.reduce_host(host, monoid, self._executor, self.threads)
+            acc = cpu_parallel.reduce_host(host, monoid, self.crew(), self.threads)
             return acc if initial is None else compiled_step(monoid)(initial, acc)
         ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
         if ufunc is not None:
-            result = cpu_parallel.reduce_ufunc(host, ufunc, monoid, self._executor,
+            result = cpu_parallel.reduce_ufunc(host, ufunc, monoid, self.crew(),
                                                self.threads)
             if initial is not None:
                 with np.errstate(all="ignore"):
@@ -225,16 +240,13 @@ class CpuBackend:
         check_op(monoid)
         fold = self.fold(monoid)
         n = x.size
-        parts = min(self.threads, n // PARALLEL_MIN)
+        parts = fold_parts(n, self.threads)
         if parts <= 1:
             partials = [fold(x, 0, n)]
         else:
             bounds = [n * p // parts for p in range(parts + 1)]
-            futures = [
-                self._executor().submit(fold, x, bounds[p], bounds[p + 1])
-                for p in range(parts)
-            ]
-            partials = [f.result() for f in futures]
+            partials = self.crew().map(
+                fold, [(x, bounds[p], bounds[p + 1]) for p in range(parts)], self.threads)
         if initial is not None:
             partials.insert(0, initial)
         # partials are accumulators: combined with the op's step, no map again, each

@@ -12,8 +12,10 @@ needs one), then
 * otherwise the rows are walked together, ``k`` outer and ``m`` inner, so that
   the loads follow memory, each output still folded in ``k`` order.
 
-Rows (segments) are split into one contiguous range per core when there is
-enough work; a few long rows are each reduced by the parallel 1-D path instead.
+Rows (segments) are split into contiguous ranges, shared by the backend's crew
+of threads (up to :data:`~pyreduce.backends.cpu_parallel.PIECES_PER_THREAD` a
+core), when there is enough work; a few long rows are each reduced by the
+parallel 1-D path instead.
 
 An element map sees each element's position in its row (segment), from 0: a
 row is folded as a 1-D array of its own. Tuple accumulators are written to
@@ -27,7 +29,8 @@ import numpy as np
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, fields, is_tuple
-from .cpu_parallel import PARALLEL_MIN, UFUNCS, loadable
+from . import cpu_parallel
+from .cpu_parallel import UFUNCS, loadable
 from .opcheck import check_op, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]
@@ -118,9 +121,11 @@ def _ufunc(monoid):
 
 
 def _ranges(cpu, count: int, work: int) -> list:
-    """``count`` outputs cut into one contiguous range per core when ``work``
-    elements make it worth the threads."""
-    parts = max(1, min(cpu.threads, count, work // PARALLEL_MIN))
+    """``count`` outputs cut into contiguous ranges of at least
+    :data:`~pyreduce.backends.cpu_parallel.PARALLEL_MIN` elements of ``work``
+    each, up to :data:`~pyreduce.backends.cpu_parallel.PIECES_PER_THREAD` a thread."""
+    parts = max(1, min(cpu_parallel.PIECES_PER_THREAD * cpu.threads, count,
+                       work // cpu_parallel.PARALLEL_MIN))
     bounds = [count * p // parts for p in range(parts + 1)]
     return list(zip(bounds[:-1], bounds[1:]))
 
@@ -129,9 +134,7 @@ def _run(cpu, fn, ranges, *args) -> None:
     if len(ranges) == 1:
         fn(*args, *ranges[0])
         return
-    futures = [cpu._executor().submit(fn, *args, lo, hi) for lo, hi in ranges]
-    for f in futures:
-        f.result()
+    cpu.crew().map(fn, [(*args, lo, hi) for lo, hi in ranges], cpu.threads)
 
 
 def _with_initial(cpu, monoid, out: np.ndarray, initial) -> np.ndarray:
@@ -158,7 +161,7 @@ def reduce_axes(cpu, host: np.ndarray, monoid, axes: tuple, initial) -> np.ndarr
     x = loadable(host).transpose(kept + list(axes)).reshape(M, -1)
     out = np.empty(M, acc)
     loops = _loops(cpu, monoid)
-    if M < cpu.threads and x.size >= 2 * M * PARALLEL_MIN:
+    if M < cpu.threads and x.size >= 2 * M * cpu_parallel.PARALLEL_MIN:
         for m in range(M):  # a few long rows: each one in parallel pieces
             out[m] = cpu.reduce(x[m], monoid)
     else:

@@ -4,12 +4,13 @@ The built-in ops run NumPy's own reductions (``ufunc.reduce`` with the
 accumulator as ``dtype``, and the structured reductions' ``Monoid.host``
 functions: ``np.argmax``, ``np.mean``, ...). NumPy runs each on one thread, but
 releases the GIL while it loops over numeric data, so a large input is cut
-into contiguous pieces, one per core and at least :data:`MIN_BYTES` each; the
-pieces are reduced at once in the backend's thread pool (the first on the
-calling thread) and their partial results are combined with the op, in piece
-order (:func:`combine`). A piece is a range of the C-order flattening of a
-C-contiguous or 1-D input, or a range of rows (along axis 0) of any other
-N-D one.
+into contiguous pieces of at least :data:`PIECE_BYTES`, up to
+:data:`PIECES_PER_THREAD` for each core; the backend's crew of threads, the
+calling thread among them, reduces them at once (:mod:`pyreduce.backends.crew`)
+and their partial results are combined with the op, in piece order
+(:func:`combine`; a float sum's partials pairwise, as NumPy sums). A piece is
+a range of the C-order flattening of a C-contiguous or 1-D input, or a range
+of rows (along axis 0) of any other N-D one.
 
 What changes with the split, and what does not:
 
@@ -34,23 +35,38 @@ import numpy as np
 from ..dtypes import as_value
 from .opcheck import compiled_step
 
-__all__ = ["MIN_BYTES", "pieces", "part_count", "map_pieces", "reduce_ufunc",
+__all__ = ["PIECE_BYTES", "SPLIT_BYTES", "PIECES_PER_THREAD", "fold_parts", "pieces",
+           "part_count", "map_pieces", "reduce_ufunc",
            "reduce_host", "combine", "shift_index", "shifts_index", "reads_index",
            "builtin_ufunc", "EXACT", "PARALLEL_MIN", "UFUNCS", "loadable"]
 
-#: The least input a piece reads, in bytes. A piece handed to another thread
-#: costs some 40 us on a busy 2-core host (and less on an idle one); 4 MiB of
-#: float64 take about 250 us to sum there, so smaller pieces would not pay.
-MIN_BYTES = 1 << 22
+#: The least input a piece of a built-in reads, in bytes; an input of less
+#: than :data:`SPLIT_BYTES` is one NumPy call. A piece costs its thread two
+#: takes of the GIL (to start NumPy's loop, and to hand back its result),
+#: which under contention on a 16-core host took tens of microseconds each: in
+#: pieces of 256 KiB a float64 ``max`` of 1e6 elements took 1.3-1.5 ms against
+#: NumPy's 0.34 ms in one call, and in pieces of 1 MiB 0.5-0.65 ms
+#: (``bench/cpu_pieces.py``), so pieces stay large and one a thread.
+PIECE_BYTES = 1 << 22
+SPLIT_BYTES = 2 * PIECE_BYTES
 
-#: The least elements a thread's piece of a generated fold reads (a range of
-#: a 1-D input, or the rows of an axis= or segmented reduction,
+#: The most pieces an input is cut into, per thread: more pieces than threads
+#: cost more takes of the GIL than a late thread's share is worth.
+PIECES_PER_THREAD = 1
+
+#: The least elements a piece of a generated fold reads (a range of a 1-D
+#: input, or the rows of an axis= or segmented reduction,
 #: :mod:`pyreduce.backends.cpu_batch`): below twice this many one thread does
-#: it all. A fold of ``a if a > b else b`` takes some
-#: 0.3 ms for 2**18 float64 elements, against 30-40 us to hand a piece to
-#: another thread; on a 16-core machine a fold of 2**20 elements took 0.46 ms
-#: in pieces of 2**18 and 0.64 ms whole (2**21: 0.80 and 1.31 ms).
+#: it all. A fold of ``a if a > b else b`` takes some 0.5-1 ns an element on a
+#: 16-core host, 0.13-0.26 ms for a piece of 2**18 elements.
 PARALLEL_MIN = 1 << 18
+
+
+def fold_parts(n: int, threads: int) -> int:
+    """How many pieces a generated fold of ``n`` elements is cut into."""
+    if threads <= 1 or n < 2 * PARALLEL_MIN:
+        return 1
+    return min(PIECES_PER_THREAD * threads, n // PARALLEL_MIN)
 
 
 #: Built-in op name -> the NumPy ufunc with the same semantics.
@@ -99,8 +115,10 @@ def part_count(x: np.ndarray, monoid, threads: int) -> int:
         return 1
     if monoid.host is not None and monoid.map is not None and not _splittable_map(monoid):
         return 1
+    if threads <= 1 or x.nbytes < SPLIT_BYTES:
+        return 1
     rows = x.shape[0] if x.ndim > 1 and not x.flags.c_contiguous else x.size
-    return max(1, min(threads, x.nbytes // MIN_BYTES, rows))
+    return max(1, min(PIECES_PER_THREAD * threads, x.nbytes // PIECE_BYTES, rows))
 
 
 def _splittable_map(monoid) -> bool:
@@ -142,18 +160,16 @@ def pieces(x: np.ndarray, parts: int) -> list:
     return [(lo * inner, x[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
 
 
-def map_pieces(executor, fn, parts: list) -> list:
-    """``[fn(offset, view) for each piece]``, the pieces after the first in the
-    thread pool ``executor()`` while the calling thread does the first."""
-    pool = executor()
-    futures = [pool.submit(fn, *p) for p in parts[1:]]
-    first = fn(*parts[0])
-    return [first] + [f.result() for f in futures]
+def map_pieces(crew, fn, parts: list, threads: int) -> list:
+    """``[fn(offset, view) for each piece]``, shared by up to ``threads``
+    threads of ``crew`` (a :class:`~pyreduce.backends.crew.Crew`), the calling
+    thread among them."""
+    return crew.map(fn, parts, threads)
 
 
-def reduce_ufunc(x: np.ndarray, ufunc, monoid, executor, threads: int):
+def reduce_ufunc(x: np.ndarray, ufunc, monoid, crew, threads: int):
     """``ufunc.reduce`` of every element of ``x`` into ``monoid.dtype``, on up to
-    ``threads`` threads of the pool ``executor()``."""
+    ``threads`` threads of ``crew``."""
     acc = monoid.dtype
     parts = part_count(x, monoid, threads)
 
@@ -163,12 +179,24 @@ def reduce_ufunc(x: np.ndarray, ufunc, monoid, executor, threads: int):
 
     if parts == 1:
         return acc.type(one(0, x))
-    partials = map_pieces(executor, one, pieces(x, parts))
+    partials = np.asarray(map_pieces(crew, one, pieces(x, parts), threads), dtype=acc)
     with np.errstate(all="ignore"):
-        return acc.type(ufunc.reduce(np.asarray(partials, dtype=acc), dtype=acc))
+        if ufunc is np.add and acc.kind in "fc":
+            return acc.type(pairwise_sum(partials))
+        return acc.type(ufunc.reduce(partials, dtype=acc))
 
 
-def reduce_host(x: np.ndarray, monoid, executor, threads: int):
+def pairwise_sum(values: np.ndarray):
+    """The sum of ``values`` in a balanced tree of additions (neighbours first,
+    as NumPy's pairwise sum adds its blocks): the pieces' sums of a float input
+    keep the error bound of one NumPy call."""
+    while values.size > 1:
+        odd = values[-1:] if values.size % 2 else values[:0]
+        values = np.concatenate((values[0:values.size - 1:2] + values[1::2], odd))
+    return values[0]
+
+
+def reduce_host(x: np.ndarray, monoid, crew, threads: int):
     """``monoid.host`` of ``x`` (a structured reduction's NumPy function), split
     into pieces whose accumulators are combined with the op."""
     parts = part_count(x, monoid, threads)
@@ -179,7 +207,7 @@ def reduce_host(x: np.ndarray, monoid, executor, threads: int):
 
     if parts == 1:
         return one(0, x)
-    return combine(map_pieces(executor, one, pieces(x, parts)), monoid)
+    return combine(map_pieces(crew, one, pieces(x, parts), threads), monoid)
 
 
 #: The structured reductions whose accumulator's last field is a flat index.
