@@ -83,8 +83,9 @@ def model(backend) -> costmodel.HostModel:
 def forget() -> None:
     """Drop the models this process has read (the store keeps them)."""
     global _changes
-    _models.clear()
-    _changes += 1
+    with _lock:
+        _models.clear()
+        _changes += 1
 
 
 def changes() -> int:

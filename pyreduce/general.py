@@ -303,13 +303,8 @@ def _reduce(info, op, identity, initial=None, dtype=None, backend="auto",
         call = prepare(info, monoid, initial, backend, tuning, stream, host_result)
         if plain and memo_key is not None:
             if info.device is None:  # a host key: only what the cpu backend folds
-                if call.backend.name == "cpu":
-                    holds = None
-                    if call.routed_from is not None:  # the cost model chose it
-                        from .hostroute import unchanged  # late: host inputs on a GPU only
-
-                        holds = unchanged(call.routed_from)
-                    callmemo.remember_cpu(memo_key, call, op, holds)
+                if call.backend.name == "cpu":  # asked for, or the cost model's choice
+                    callmemo.remember_cpu(memo_key, call, op, call.route_holds)
             elif call.plan is not None:
                 callmemo.remember(memo_key, call, op)
         return call.run(device_result, out)

@@ -25,7 +25,7 @@ class Prepared:
     performs it; :func:`pyreduce.explain` reads it."""
 
     __slots__ = ("backend", "monoid", "info", "initial", "stream", "device", "flat", "plan",
-                 "fixed_tree", "route", "streamed", "asked_stream", "routed_from")
+                 "fixed_tree", "route", "streamed", "asked_stream", "route_holds")
 
     def __init__(self, backend, monoid: Monoid, info, initial, stream, fixed_tree=False):
         self.backend, self.monoid, self.info = backend, monoid, info
@@ -42,9 +42,9 @@ class Prepared:
         self.streamed = None
         #: the caller's ``stream=`` (None: the default, the input's own stream)
         self.asked_stream = None
-        #: the GPU backend whose cost model sent a host input to the cpu
-        #: backend (``route``), else None
-        self.routed_from = None
+        #: where the cost model sent a host input to the cpu backend, the check
+        #: that it would again (:func:`pyreduce.hostroute.unchanged`), else None
+        self.route_holds = None
 
     def detached(self) -> "Prepared":
         """These decisions without the input (what :mod:`pyreduce.callmemo` keeps:
@@ -53,7 +53,7 @@ class Prepared:
                         self.fixed_tree)
         twin.device, twin.plan = self.device, self.plan
         twin.route, twin.streamed = self.route, self.streamed
-        twin.asked_stream, twin.routed_from = self.asked_stream, self.routed_from
+        twin.asked_stream, twin.route_holds = self.asked_stream, self.route_holds
         return twin
 
     def run(self, device_result: bool | None = False, out=None, shape=None):
@@ -153,16 +153,19 @@ def prepare(info, monoid: Monoid, initial, backend_name, tuning, stream,
     route = None
     if info.host is not None and info.size and getattr(be, "stages_host_inputs", False):
         from .hostroute import route as host_route  # late: host inputs on a GPU only
+        from .hostroute import unchanged
 
+        # taken before the model is read: a model recorded meanwhile fails it
+        holds = unchanged(be) if backend_name == "auto" else None
         route = host_route(info, monoid, be, backend_name, host_result)
         if route.path == "cpu":
-            gpu, be = be, backends.get("cpu")
+            be = backends.get("cpu")
     fixed_tree = tuning.variant != "auto" and VARIANTS[tuning.variant].fixed_tree
     call = Prepared(be, monoid, info, initial, be.launch_stream(stream, info), fixed_tree)
     call.asked_stream = stream
     call.route = route
     if route is not None and route.path == "cpu":
-        call.routed_from = gpu
+        call.route_holds = holds
     if be.name == "cpu" or info.size == 0:
         return call
     call.device = device = be.device(tuning.warp_size)

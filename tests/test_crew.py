@@ -4,8 +4,10 @@ nested calls at once, and nothing left waiting."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -92,6 +94,38 @@ def test_a_piece_may_map_on_the_same_crew():
 
 
 def test_a_finished_job_keeps_no_reference_to_its_pieces():
+    """Once map returns no thread holds the job: the user's array its pieces
+    view can be freed (a helper waiting for the next job kept the last one)."""
     crew = Crew(4)
-    crew.map(lambda v: v.sum(), [(np.ones(10),) for _ in range(8)])
+    x = np.ones(1 << 16)
+    alive = weakref.ref(x)
+    crew.map(lambda v: v.sum(), [(x[k:k + 4096],) for k in range(0, x.size, 4096)])
+    del x
+    gc.collect()
+    assert alive() is None
     assert not crew._jobs
+
+
+def test_a_map_never_runs_on_more_threads_than_it_asks_for():
+    """Helpers awake for another caller's jobs do not join one that asked for
+    fewer threads."""
+    crew = Crew(4)
+    stop = threading.Event()
+
+    def other():
+        while not stop.is_set():
+            crew.map(lambda k: time.sleep(0.0005), [(k,) for k in range(8)])
+
+    busy = threading.Thread(target=other)
+    busy.start()
+    try:
+        def piece(k):
+            time.sleep(0.002)
+            return threading.get_ident()
+
+        for _ in range(10):
+            assert len(set(crew.map(piece, [(k,) for k in range(16)], threads=2))) <= 2
+    finally:
+        stop.set()
+        busy.join(30)
+    assert not busy.is_alive()
