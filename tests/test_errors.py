@@ -115,12 +115,18 @@ def test_op_returning_a_tuple_on_cpu():
     (lambda a, b: a + "x", "could not be compiled by Numba for float64"),
     (lambda a, b: os.getcwd(), "could not be compiled"),
     (lambda a, b: (a, b), r"returns .*, not a scalar"),
-], ids=["string", "untyped-global", "tuple"])
+    (lambda a, b: complex(a, b), "could not be compiled.*[Cc]ast"),
+], ids=["string", "untyped-global", "tuple", "complex-into-float"])
 def test_uncompilable_op_on_gpu(op, why):
-    """The cuda backend checks a user's op by compiling it for the CUDA target
-    (no host compile): the same TypeError as on the host, before any launch."""
+    """The cuda backend checks a user's op by compiling ``acc_t(op(a, b))`` for
+    the CUDA target (no host compile): a TypeError as on the host, before any
+    launch, for a reduction, a scan and a segmented reduction alike."""
     x = np.arange(10.0)
     raises_untouched(TypeError, why, x, op, backend="cuda")
+    with pytest.raises(TypeError, match=why):
+        pyreduce.scan(x, op, backend="cuda")
+    with pytest.raises(TypeError, match=why):
+        pyreduce.segmented_reduce(x, [0, 4, 10], op, backend="cuda")
     assert pyreduce.reduce(x, lambda a, b: a + b, backend="cuda") == 45.0
 
 
@@ -130,6 +136,11 @@ def test_op_of_a_tuple_accumulator_returning_a_scalar_on_gpu():
     with pytest.raises(TypeError, match="not a tuple"):
         pyreduce.reduce(x, lambda a, b: a[0], map=lambda i, v: (v, i),
                         dtype=(np.float64, np.int64), identity=(0.0, 0), backend="cuda")
+    for op in (lambda a, b: (a[0],), lambda a, b: (complex(a[0], 1.0), a[1])):
+        with pytest.raises(TypeError, match=r"could not be compiled by Numba for "
+                                            r"\(float64, int64\)"):
+            pyreduce.reduce(x, op, map=lambda i, v: (v, i), dtype=(np.float64, np.int64),
+                            identity=(0.0, 0), backend="cuda")
 
 
 # An op that Numba cannot compile must be a TypeError on the simulator too, and

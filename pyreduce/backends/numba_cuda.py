@@ -207,7 +207,7 @@ class CudaBackend(NumbaCudaBackend):
 
     def verify_op(self, monoid, device_op) -> None:
         # on the CUDA target: the kernel's compile reuses it, and no host compile
-        check_device_op(monoid, device_op)
+        check_device_op(monoid, device_op, self.gpu)
 
     def express(self, call, device: int, finished=None):
         return express(self, call, device, finished)

@@ -18,6 +18,8 @@ integers) instead of raising ``ZeroDivisionError``.
 
 from __future__ import annotations
 
+import re
+
 from ..cache import KERNELS
 from ..codegen import compile_module
 from ..dtypes import fields, is_tuple, name
@@ -70,12 +72,14 @@ def check_op(monoid) -> None:
     compiled_step(monoid)
 
 
-def check_device_op(monoid, device_op) -> None:
+def check_device_op(monoid, device_op, gpu) -> None:
     """:func:`check_op` on the CUDA target, for a GPU backend's kernels:
-    ``device_op`` (the op as a Numba CUDA device function) compiled for two
-    accumulators. The kernel's own compile then finds that compile done, so the
-    check costs a first call nothing, where a host compile would ready Numba's
-    CPU target for it (a few tenths of a second in a new process)."""
+    ``acc_t(op(a, b))`` compiled as a device function of ``gpu`` (``numba.cuda``)
+    for two accumulators, ``op`` being ``device_op`` (the op as the kernels call
+    it). The kernel's own compile then finds the op compiled for those types,
+    so the check costs a first call a small function's compile, where a host
+    compile would ready Numba's CPU target for it (a few tenths of a second in
+    a new process)."""
     if isinstance(monoid.key, tuple) and monoid.key[:1] == ("builtin",):
         return
 
@@ -86,16 +90,44 @@ def check_device_op(monoid, device_op) -> None:
 
         parts = [from_dtype(d) for d in fields(monoid.dtype)]
         t = types.Tuple(parts) if is_tuple(monoid.dtype) else parts[0]
+        names = {"gpu": gpu, "op": device_op, "acc_t": monoid.dtype.type}
+        if is_tuple(monoid.dtype):  # cast field by field, as the kernels' acc_t does
+            cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(parts)))
+            names.update({f"f{k}_t": d.type for k, d in enumerate(fields(monoid.dtype))})
+        else:
+            cast = "acc_t(v)"
+        source = (f"@gpu.jit(device=True)\ndef step(a, b):\n    v = op(a, b)\n"
+                  f"    return {cast}\n")
+        step = compile_module(source, "<pyreduce op check>", names)["step"]
         try:
-            returned = device_op.compile_device((t, t)).signature.return_type
+            # the op's own type first: a tuple where a scalar is due fails the
+            # cast, and says less than "it returns a tuple" does
+            why = _wrong_result(device_op.compile_device((t, t)).signature.return_type,
+                                monoid.dtype, types)
+            if why is None:
+                step.compile_device((t, t))
         except NumbaError as exc:
-            raise TypeError(_uncompiled(monoid, str(exc).strip().splitlines()[0])) from None
-        why = _wrong_result(returned, monoid.dtype, types)
+            why = numba_reason(exc)
         if why:
             raise TypeError(_uncompiled(monoid, why))
         return True
 
     KERNELS.get(("check", "cuda", monoid.cache_key), build)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def numba_reason(exc) -> str:
+    """The line of a Numba compile error that says what went wrong: its first
+    line that is not Numba's "Failed in ... pipeline" header, without the
+    terminal's colour codes."""
+    lines = [_ANSI.sub("", line).strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line]
+    for line in lines:
+        if not line.startswith("Failed in "):
+            return line
+    return lines[0] if lines else type(exc).__name__
 
 
 def _wrong_result(returned, dtype, types) -> str | None:
@@ -141,7 +173,7 @@ def compiled_step(monoid):
             why = _wrong_result(compiled.nopython_signatures[0].return_type, monoid.dtype,
                                 types)
         except NumbaError as exc:
-            why = str(exc).strip().splitlines()[0]
+            why = numba_reason(exc)
         if why:
             raise TypeError(_uncompiled(monoid, why))
         return compiled
