@@ -157,9 +157,9 @@ def _cumulative(name, op, x, axis, dtype, include_initial, kwargs, out):
     """The array API's cumulative ``name`` with ``op``: ``axis`` needed above 1-D."""
     info = inspect(x)
     if axis is None:
-        if len(info.shape) != 1:
+        if len(info.shape) > 1:
             raise ValueError(f"{name} of a {len(info.shape)}-D array needs axis=")
-        axis = 0
+        axis = 0  # of a 0-d array too: NumPy scans it as one of 1 element
     return _named(name, op, info, axis, dtype, kwargs, include_initial=bool(include_initial),
                   out=out)
 
@@ -209,7 +209,9 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
         laws.check_if_requested(monoid, check)
     init = None if initial is None else cast_value(initial, monoid.dtype, "initial")
     lead = init  # an exclusive scan's first output, and include_initial's
-    if (include_initial or not inclusive) and lead is None:
+    # an exclusive scan's first output exists where there is an element; a line
+    # that includes the initial value always has one
+    if (include_initial or (not inclusive and info.size)) and lead is None:
         if monoid.identity is None or not monoid.empty_ok:
             raise ValueError(f"an exclusive scan with op {monoid.name!r} needs initial= or "
                              "identity= (its first output)")
@@ -217,16 +219,17 @@ def _scan(info, op, identity, axis, dtype, inclusive, initial, backend, stream, 
     if not inclusive:
         init = lead
     shape = tuple(info.shape)
+    if axis is not None and isinstance(axis, tuple):  # NumPy's scans take one axis
+        raise TypeError(f"a scan takes an int axis or None, as NumPy's cumsum does; "
+                        f"got axis={axis!r}")
+    if axis is not None and not shape:  # NumPy scans a 0-d array as one of 1 element
+        normalize_axes(axis, 1)  # NumPy's AxisError for any axis but 0 and -1
+        axis = None
     if axis is None:
         line, lines = info.size, 1
         moved = None
     else:
         ndim = len(shape)
-        if isinstance(axis, tuple):  # NumPy's scans take one axis
-            raise TypeError(f"a scan takes an int axis or None, as NumPy's cumsum does; "
-                            f"got axis={axis!r}")
-        if ndim == 0:
-            raise np.exceptions.AxisError(axis, 0)
         (axis,) = normalize_axes(axis, ndim)
         line = shape[axis]
         lines = math.prod(shape[:axis] + shape[axis + 1:])

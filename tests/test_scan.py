@@ -224,6 +224,43 @@ def test_dtype_and_scalars(backend):
     assert got.tolist() == [1, 3, 6, 10]
 
 
+@pytest.mark.parametrize("axis", [0, -1, None])
+def test_a_0d_array_scans_as_one_element(backend, axis):
+    """NumPy scans a 0-d array as an array of one element, along axis 0 or -1
+    (any other axis is its AxisError for 1 dimension); the array API's
+    cumulative functions too."""
+    for got, want in (
+            (pyreduce.cumsum(np.array(5), axis=axis, **on(backend)),
+             np.cumsum(np.array(5), axis=axis)),
+            (pyreduce.cumprod(np.array(2.5, np.float32), axis=axis, **on(backend)),
+             np.cumprod(np.array(2.5, np.float32), axis=axis)),
+            (pyreduce.cumulative_sum(np.array(7), axis=axis, include_initial=True, **on(backend)),
+             np.cumulative_sum(np.array(7), axis=axis, include_initial=True)),
+            (pyreduce.scan(np.array(3 * P + 2, np.int64), affine, IDENTITY, axis=axis,
+                           inclusive=False, **on(backend)), None)):
+        got = host(got)
+        if want is not None:
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert np.array_equal(got, want)
+        else:
+            assert got.tolist() == [IDENTITY]
+    for bad in (1, -2):
+        with pytest.raises(np.exceptions.AxisError, match="dimension 1"):
+            pyreduce.cumsum(np.array(5), axis=bad, **on(backend))
+
+
+@pytest.mark.parametrize("shape, axis", [((0,), None), ((3, 0), 1), ((0, 4), 0), ((0, 4), 1)])
+def test_an_exclusive_scan_of_nothing_needs_no_identity(backend, shape, axis):
+    """Without elements an exclusive scan has no first output to take from
+    initial= or identity=: the empty result, not an error."""
+    got = host(pyreduce.scan(np.empty(shape, np.int64), affine, inclusive=False, axis=axis,
+                             **on(backend)))
+    assert got.shape == (shape if axis is not None else (0,)) and got.dtype == np.int64
+    with pytest.raises(ValueError, match="needs initial= or identity="):
+        pyreduce.scan(np.ones(shape[:1] + (1,) * (len(shape) - 1) if shape[0] else (2,),
+                              np.int64), affine, inclusive=False, **on(backend))
+
+
 def test_errors(backend):
     x = affine_data(10)
     with pytest.raises(ValueError, match="needs initial= or identity="):
