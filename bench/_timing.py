@@ -195,6 +195,21 @@ def burst_us(fn, sync, burst: int = 32, rounds: int = 300) -> float:
     return float(np.median(times)) * 1e6
 
 
+def result_line(proc, wall: float, tail: int = 3) -> dict:
+    """The JSON a finished process printed on its ``RESULT`` line, with its
+    ``process_seconds`` (``wall``), or ``{"error": ...}`` with the last ``tail``
+    lines of what it printed where there is none."""
+    import json
+
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            out = json.loads(line[len("RESULT "):])
+            out["process_seconds"] = wall
+            return out
+    lines = (proc.stderr or proc.stdout).strip().splitlines()[-tail:]
+    return {"error": " | ".join(lines), "returncode": proc.returncode}
+
+
 def fresh_process(argv, env: dict, timeout: float, cwd: str):
     """``argv`` run in a new process: the finished process (its output captured
     as text) and the wall seconds it took, start to exit."""

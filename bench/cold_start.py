@@ -38,7 +38,6 @@ machine.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -48,7 +47,7 @@ import textwrap
 sys.path.insert(0, os.path.dirname(__file__))
 from _cli import main  # noqa: E402
 from _report import gpu_name, row, table, today  # noqa: E402
-from _timing import fresh_process  # noqa: E402
+from _timing import fresh_process, result_line  # noqa: E402
 
 _PRELUDE = """
 import json, os, sys, time
@@ -181,13 +180,7 @@ def _run_case(name: str, env: dict, timeout: float) -> dict:
     code = _PRELUDE + textwrap.dedent(CASES[name])
     proc, wall = fresh_process([sys.executable, "-c", code], env, timeout,
                                env["PYREDUCE_CACHE_DIR"])
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            out = json.loads(line[len("RESULT "):])
-            out["process_seconds"] = wall
-            return out
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    return {"error": " | ".join(tail), "returncode": proc.returncode}
+    return result_line(proc, wall)
 
 
 def _run_demo(env: dict, timeout: float) -> dict:

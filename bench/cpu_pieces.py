@@ -18,25 +18,15 @@ from __future__ import annotations
 import os
 import platform
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _cli import main  # noqa: E402
+from pyreduce.calibrate import best_seconds  # noqa: E402
 from _report import row, table, today  # noqa: E402
 
 OPS = ("max", "sum", "lambda")
-
-
-def _best(fn, repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 #: The splits compared: pieces per thread, least bytes a piece of a built-in
@@ -84,7 +74,7 @@ def run(args) -> dict:
     def nothing(k):
         return k
 
-    handoff = {p: _best(lambda: be.crew().map(nothing, [(k,) for k in range(p)], p),
+    handoff = {p: best_seconds(lambda: be.crew().map(nothing, [(k,) for k in range(p)], p),
                         args.repeats * 5) * 1e6 for p in counts}
 
     def user(a, b):
@@ -100,12 +90,12 @@ def run(args) -> dict:
             x = rng.random(int(n)).astype(dtype)
             for op in OPS:
                 out = {"dtype": dtype, "n": int(n), "op": op,
-                       "numpy_us": _best(lambda: numpy[op](x), args.repeats) * 1e6,
-                       "default_us": _best(lambda: calls[op](x), args.repeats) * 1e6,
+                       "numpy_us": best_seconds(lambda: numpy[op](x), args.repeats) * 1e6,
+                       "default_us": best_seconds(lambda: calls[op](x), args.repeats) * 1e6,
                        "configs_us": {}}
                 for config in CONFIGS:
                     with _config(config):
-                        out["configs_us"][_label(config)] = _best(lambda: calls[op](x),
+                        out["configs_us"][_label(config)] = best_seconds(lambda: calls[op](x),
                                                                   args.repeats) * 1e6
                 rows.append(out)
                 print(out, file=sys.stderr, flush=True)

@@ -26,7 +26,6 @@ the callers of NVVM, for a closer look.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -36,7 +35,7 @@ import textwrap
 sys.path.insert(0, os.path.dirname(__file__))
 from _cli import main  # noqa: E402
 from _report import gpu_name, row, table, today  # noqa: E402
-from _timing import fresh_process  # noqa: E402
+from _timing import fresh_process, result_line  # noqa: E402
 
 #: The program each process runs; it prints one ``RESULT`` line of JSON.
 PROGRAM = """
@@ -148,13 +147,7 @@ def _one(profile: int | None, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="pyreduce-compile-") as cache_dir:
         proc, wall = fresh_process([sys.executable, "-c", code], _environment(cache_dir),
                                    timeout, cache_dir)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            out = json.loads(line[len("RESULT "):])
-            out["process_seconds"] = wall
-            return out
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-    return {"error": " | ".join(tail), "returncode": proc.returncode}
+    return result_line(proc, wall, tail=5)
 
 
 def run(args) -> dict:
