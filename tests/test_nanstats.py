@@ -393,9 +393,12 @@ def test_dask_arrays_are_reduced_chunk_by_chunk():
     assert np.array_equal(got, np.count_nonzero(m, axis=0))
 
 
-def test_cpu_pieces_keep_the_index_of_every_indexed_accumulator():
+def test_cpu_pieces_keep_the_index_of_every_indexed_accumulator(monkeypatch):
     """The cpu backend splits large inputs into pieces whose indices are made
-    global: also for complex values and for the NaN-ignoring ones."""
+    global: also for complex values and for the NaN-ignoring ones (split from
+    1 MiB here, in pieces of 256 KiB)."""
+    monkeypatch.setattr(cpu_parallel, "PIECE_BYTES", 1 << 18)
+    monkeypatch.setattr(cpu_parallel, "SPLIT_BYTES", 1 << 20)
     rng = np.random.default_rng(0)
     n = 1 << 20
     z = rng.standard_normal(n) + 1j * rng.standard_normal(n)
