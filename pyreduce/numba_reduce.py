@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .general import check_keywords, reduce
 from .interop import inspect
+from .ops import cast_value
 
 __all__ = ["Reduce"]
 
@@ -34,7 +35,9 @@ class Reduce:
         if size is not None:
             arr = arr[:size]
         info = inspect(arr, masked=True)  # a PyTorch tensor's dtype and size too (not NumPy's)
-        init = info.dtype.type(init)
+        # numba's reduce wants init of arr's type: a value that is not one (2.5
+        # for integers) is refused as initial= is, not truncated
+        init = cast_value(init, info.dtype, "init")
         if info.size < 1:
             return init
         if res is None:  # a host value, as numba.cuda.Reduce returns, for every input

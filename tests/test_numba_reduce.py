@@ -140,6 +140,13 @@ def test_init_is_cast_to_the_dtype(backend):
     A = np.arange(1, 11, dtype=np.int32)
     got = sum_reduce(A, init=2.0, backend=backend)
     assert got == 57 and got.dtype == np.int32
+    # a value the dtype does not hold is refused, as initial= is, not truncated
+    for bad, why in ((2.5, "not a whole number"), (2**40, "does not fit in int32"),
+                     (1j, "init=")):
+        with pytest.raises(TypeError, match=why):
+            sum_reduce(A, init=bad, backend=backend)
+        with pytest.raises(TypeError, match=why):
+            sum_reduce(A[:0], init=bad, backend=backend)  # the empty input's result too
 
 
 def test_non_commutative_functor_with_init(backend):
