@@ -326,7 +326,8 @@ def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align
     if fold is not None and d.K >= fold[1]:  # at least one wide row
         return _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
                             fold)
-    return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
+    return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
+                      commutative)
 
 
 def _descriptor(d: Strided) -> tuple:
@@ -377,7 +378,14 @@ def _staged_rows(d: Strided, in_dtype: np.dtype, warp: int) -> bool:
             and _adjacent_rows(d))
 
 
-def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) -> BatchPlan:
+#: A warp a row of a commutative op keeps one accumulator a lane across the
+#: row's tiles and shuffles once, after the last (:attr:`BatchSpec.lane_accs`),
+#: where the ordered fold shuffles after every tile of the row.
+WARP_LANE_ACCS = True
+
+
+def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
+               commutative=False) -> BatchPlan:
     if _staged_rows(d, in_dtype, shape.warp):
         return _plan_staged(d, in_dtype, acc_dtype, op_key, shape, initial, mapped)
     unit = d.ks == 1
@@ -415,7 +423,8 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped) ->
     f32_tiles = tiles and vector > 1
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, group, "rows", unit, split, initial and not split, mapped=mapped,
-                     lanes=lanes, f32_tiles=f32_tiles)
+                     lanes=lanes, f32_tiles=f32_tiles,
+                     lane_accs=commutative and group == "warp" and WARP_LANE_ACCS)
     desc = _descriptor(d)
     init = Ref("init", 0, 1)
     grain = block * items

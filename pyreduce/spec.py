@@ -240,9 +240,16 @@ class BatchSpec(_LaunchShape):
     #: first, as :attr:`KernelSpec.f32_tiles` (a group of lanes, a warp or a
     #: block a row of the ``segments`` family)
     f32_tiles: bool = False
+    #: a warp a row whose lanes keep their own accumulators across the row's
+    #: tiles and combine them once, after the last
+    #: (:func:`pyreduce.variants._blocks.lane_fold`), where the ordered fold
+    #: shuffles once a tile: it reorders, so commutative ops only
+    lane_accs: bool = False
 
     def __post_init__(self):
         _check_launch_shape(self)
+        if self.lane_accs and (self.family != "segments" or self.group != "warp"):
+            raise ValueError("lane_accs applies to a warp a row of the segments family")
         _check_f32_tiles(self)
         if self.f32_tiles and (self.family != "segments" or self.finish
                                or self.group not in ("lanes", "warp", "block")):
@@ -294,6 +301,7 @@ class BatchSpec(_LaunchShape):
         else:
             parts = [self.source, f"lanes{self.lanes}" if self.lanes
                      else f"staged{self.row}" if self.row else self.group]
+            parts += ["accs"] if self.lane_accs else []
         parts += [] if self.unit else ["strided"]
         parts += ["split"] if self.split else []
         parts += ["init"] if self.initial else []

@@ -15,6 +15,7 @@ parts, a gather) is reached; ``test_kernel_kinds`` says which shapes reach which
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 
@@ -392,6 +393,42 @@ def test_kernel_kinds(device, shape, axis, kind, group, parts):
         # aligned rows of float32: 16-byte loads (rows of 9 or 65: scalar)
         assert plan.spec.vector == (4 if shape[-1] % 4 == 0 else 1)
     assert plan.grid < 2**31
+
+
+def test_a_warp_a_row_keeps_lane_accumulators_for_commutative_ops_only():
+    """Rows a warp reduces each: a commutative op's lanes keep their own
+    accumulators across the row's tiles (one shuffle reduction a row); an op
+    not known to commute keeps the ordered fold, a shuffle reduction a tile."""
+    d = axes_mod.describe((2**20, 300), (1200, 4), 4, (1,))
+    for commutative in (True, False):
+        plan = batchplanner.plan_strided(d, np.dtype(np.float32), np.dtype(np.float32),
+                                         ("builtin", "add"), GPU_DEVICE, Tuning(), align=16,
+                                         commutative=commutative)
+        assert plan.spec.group == "warp" and plan.spec.lane_accs == commutative
+        assert ("rows_warp_accs" in plan.spec.label) == commutative
+    with pytest.raises(ValueError, match="lane_accs applies to a warp a row"):
+        dataclasses.replace(plan.spec, group="block", lane_accs=True)
+
+
+@pytest.mark.parametrize("K", [1, 31, 64, 127, 128, 129, 200, 256, 300, 383, 385])
+def test_lane_accumulators_along_rows(gpu_backend, K):
+    """Rows of a warp each, of every length around the tile edges (a warp's
+    tile is 32 x 4 float32 in the simulator, 32 x 8 of float64), reduced with
+    lane accumulators where the op commutes and in order where it does not."""
+    rng = np.random.default_rng(K)
+    x = rng.standard_normal((40, K)).astype(np.float32)
+    x[3, K // 2] = x[3].max() + 1  # a row's maximum, in the middle of it
+    on = {"backend": gpu_backend}
+    np.testing.assert_allclose(pyreduce.sum(x, axis=1, **on), x.sum(1, dtype=np.float64),
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(pyreduce.mean(x, axis=1, **on), x.mean(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pyreduce.var(x, axis=1, **on), x.var(1), rtol=1e-4, atol=1e-5)
+    assert np.array_equal(pyreduce.max(x, axis=1, **on), x.max(1))
+    ties = np.round(x)  # many equal values: the first index of the largest
+    assert np.array_equal(pyreduce.argmax(ties, axis=1, **on), ties.argmax(1))
+    y = affine_data(40 * K).reshape(40, K)
+    want = [functools.reduce(affine, row) for row in y]
+    assert pyreduce.reduce(y, affine, axis=1, **on).tolist() == want
 
 
 @pytest.mark.parametrize("kind", ["rows", "columns"])

@@ -187,7 +187,8 @@ def _warp(spec: BatchSpec, dialect) -> str:
         start="origin" if unit else "0", end="origin + length" if unit else "length",
         fold=snippet(warp_fold(spec, dialect, "x", 1, spec.vector,
                                None if unit else _at(spec), spec.finish,
-                               position=_position(spec), width=width), 1),
+                               lanes=spec.lane_accs, position=_position(spec),
+                               width=width), 1),
         write=snippet(_write(spec, "acc"), 3), empty=snippet(_empty(spec), 3),
     )
 

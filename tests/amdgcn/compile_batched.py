@@ -108,6 +108,10 @@ def batch_kinds(wave: int) -> list[tuple[str, dict]]:
         kinds.append((f"rows {label} strided",
                       dict(group=group, lanes=lanes, source="rows", unit=False)))
     kinds.append(("rows warp initial", dict(group="warp", source="rows", initial=True)))
+    # a warp a row whose lanes keep their own accumulators (commutative ops)
+    kinds.append(("rows warp accs", dict(group="warp", source="rows", lane_accs=True)))
+    kinds.append(("rows warp accs strided", dict(group="warp", source="rows", unit=False,
+                                                 lane_accs=True)))
     kinds.append(("columns", dict(family="columns")))
     kinds.append(("columns strided", dict(family="columns", unit=False)))
     kinds.append(("columns split", dict(family="columns", split=True)))
