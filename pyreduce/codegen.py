@@ -35,7 +35,7 @@ from typing import Any
 from .dtypes import code
 from .spec import KernelSpec
 
-__all__ = ["Kernel", "compile_module", "render", "indent", "kernel_name"]
+__all__ = ["Kernel", "compile_module", "render", "indent", "kernel_name", "field_cast"]
 
 
 def render(template: str, **values) -> str:
@@ -44,6 +44,13 @@ def render(template: str, **values) -> str:
     Every placeholder must be given: a missing one is a KeyError, not silent text.
     """
     return string.Template(textwrap.dedent(template)).substitute(values)
+
+
+def field_cast(count: int, value: str = "v") -> str:
+    """The expression casting each of the ``count`` fields of the tuple
+    ``value`` to its type, ``f0_t``, ``f1_t``, ... (a Numba tuple cannot be
+    cast by one call): a tuple accumulator's ``acc_t``."""
+    return "(" + ", ".join(f"f{k}_t({value}[{k}])" for k in range(count)) + ")"
 
 
 def indent(code: str, level: int) -> str:

@@ -36,7 +36,7 @@ from ..dtypes import as_value
 from .opcheck import compiled_step
 
 __all__ = ["PIECE_BYTES", "SPLIT_BYTES", "PIECES_PER_THREAD", "fold_parts", "pieces",
-           "part_count", "map_pieces", "reduce_ufunc",
+           "part_count", "reduce_ufunc",
            "reduce_host", "combine", "shift_index", "shifts_index", "reads_index",
            "builtin_ufunc", "EXACT", "PARALLEL_MIN", "UFUNCS", "loadable"]
 
@@ -163,16 +163,10 @@ def pieces(x: np.ndarray, parts: int) -> list:
     return [(lo * inner, x[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
 
 
-def map_pieces(crew, fn, parts: list, threads: int) -> list:
-    """``[fn(offset, view) for each piece]``, shared by up to ``threads``
-    threads of ``crew`` (a :class:`~pyreduce.backends.crew.Crew`), the calling
-    thread among them."""
-    return crew.map(fn, parts, threads)
-
-
 def reduce_ufunc(x: np.ndarray, ufunc, monoid, crew, threads: int):
     """``ufunc.reduce`` of every element of ``x`` into ``monoid.dtype``, on up to
-    ``threads`` threads of ``crew``."""
+    ``threads`` threads of ``crew`` (a :class:`~pyreduce.backends.crew.Crew`),
+    the calling thread among them."""
     acc = monoid.dtype
     parts = part_count(x, monoid, threads)
 
@@ -182,7 +176,7 @@ def reduce_ufunc(x: np.ndarray, ufunc, monoid, crew, threads: int):
 
     if parts == 1:
         return acc.type(one(0, x))
-    partials = np.asarray(map_pieces(crew, one, pieces(x, parts), threads), dtype=acc)
+    partials = np.asarray(crew.map(one, pieces(x, parts), threads), dtype=acc)
     with np.errstate(all="ignore"):
         if ufunc is np.add and acc.kind in "fc":
             return acc.type(pairwise_sum(partials))
@@ -210,7 +204,7 @@ def reduce_host(x: np.ndarray, monoid, crew, threads: int):
 
     if parts == 1:
         return one(0, x)
-    return combine(map_pieces(crew, one, pieces(x, parts), threads), monoid)
+    return combine(crew.map(one, pieces(x, parts), threads), monoid)
 
 
 #: The structured reductions whose accumulator's last field is a flat index.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ..cache import KERNELS
-from ..codegen import compile_module
+from ..codegen import compile_module, field_cast
 from ..dtypes import fields, is_tuple, name
 
 __all__ = ["check_op", "check_device_op", "compiled_step", "host_njit", "njit_cast", "njit_map",
@@ -54,20 +54,24 @@ def njit_cast(dtype):
 
     def build():
         parts = fields(dtype)
-        cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(parts)))
         names = {"njit": host_njit, **{f"f{k}_t": d.type for k, d in enumerate(parts)}}
-        source = f"@njit\ndef acc_t(v):\n    return ({cast})\n"
+        source = f"@njit\ndef acc_t(v):\n    return {field_cast(len(parts))}\n"
         return compile_module(source, "<pyreduce tuple cast>", names)["acc_t"]
 
     return KERNELS.get(("cpu", "cast", tuple(dtype.descr)), build)
 
 
+def _library_builtin(monoid) -> bool:
+    """A built-in operator: the library's own, defined per dtype and tested on
+    every dtype it accepts, so never compiled only to be checked."""
+    return isinstance(monoid.key, tuple) and monoid.key[:1] == ("builtin",)
+
+
 def check_op(monoid) -> None:
-    """A TypeError if Numba cannot compile ``monoid``'s op for its dtype. The
-    built-in operators are the library's own, defined per dtype and tested on
-    every dtype they accept, so they are not compiled on the host just to be
-    checked (which would cost a first call a tenth of a second or more)."""
-    if isinstance(monoid.key, tuple) and monoid.key[:1] == ("builtin",):
+    """A TypeError if Numba cannot compile ``monoid``'s op for its dtype (not
+    for a built-in: compiling one on the host just to check it would cost a
+    first call a tenth of a second or more)."""
+    if _library_builtin(monoid):
         return
     compiled_step(monoid)
 
@@ -80,7 +84,7 @@ def check_device_op(monoid, device_op, gpu) -> None:
     so the check costs a first call a small function's compile, where a host
     compile would ready Numba's CPU target for it (a few tenths of a second in
     a new process)."""
-    if isinstance(monoid.key, tuple) and monoid.key[:1] == ("builtin",):
+    if _library_builtin(monoid):
         return
 
     def build():
@@ -92,7 +96,7 @@ def check_device_op(monoid, device_op, gpu) -> None:
         t = types.Tuple(parts) if is_tuple(monoid.dtype) else parts[0]
         names = {"gpu": gpu, "op": device_op, "acc_t": monoid.dtype.type}
         if is_tuple(monoid.dtype):  # cast field by field, as the kernels' acc_t does
-            cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(parts)))
+            cast = field_cast(len(parts))
             names.update({f"f{k}_t": d.type for k, d in enumerate(fields(monoid.dtype))})
         else:
             cast = "acc_t(v)"

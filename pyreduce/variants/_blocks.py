@@ -23,7 +23,7 @@ arrays. :func:`prelude` defines ``acc_t`` for a tuple (the cast of every field).
 from __future__ import annotations
 
 
-from ..codegen import indent, render
+from ..codegen import field_cast, indent, render
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple
 from ..spec import F32_TILES, KernelSpec
 
@@ -41,8 +41,8 @@ def prelude(spec: KernelSpec, dialect) -> str:
     fields' types in the namespace). Empty for a scalar accumulator."""
     if not is_tuple(spec.acc_dtype):
         return ""
-    cast = ", ".join(f"f{k}_t(v[{k}])" for k in range(len(fields(spec.acc_dtype))))
-    return f"{dialect.device_decorator()}\ndef acc_t(v):\n    return ({cast})\n\n"
+    cast = field_cast(len(fields(spec.acc_dtype)))
+    return f"{dialect.device_decorator()}\ndef acc_t(v):\n    return {cast}\n\n"
 
 
 def _width(spec: KernelSpec) -> int:
