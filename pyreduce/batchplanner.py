@@ -381,6 +381,7 @@ def _staged_rows(d: Strided, in_dtype: np.dtype, warp: int) -> bool:
 #: A warp a row of a commutative op keeps one accumulator a lane across the
 #: row's tiles and shuffles once, after the last (:attr:`BatchSpec.lane_accs`),
 #: where the ordered fold shuffles after every tile of the row.
+#: ``bench/rows_lanes.py`` turns it off to time the ordered fold against it.
 WARP_LANE_ACCS = True
 
 
