@@ -1,12 +1,12 @@
-"""Rows a warp reduces each: lane accumulators against the ordered fold, with
-CuPy and PyTorch, device time a call.
+"""Rows a warp or a block reduces each: lane accumulators against the ordered
+fold, with CuPy and PyTorch, device time a call.
 
     NUMBA_ENABLE_CUDASIM=0 python bench/rows_lanes.py run --out rows.json
     python bench/rows_lanes.py report rows.json
 
 For each float32 shape (``--shapes``, rows along ``axis=1``) and each of
 ``sum``, ``mean``, ``var``, ``max`` and ``argmax``, the call is timed with
-:data:`pyreduce.batchplanner.WARP_LANE_ACCS` on and off in turns, twice each
+:data:`pyreduce.batchplanner.LANE_ACCS` on and off in turns, twice each
 (the plans and remembered calls forgotten at every switch), then CuPy's and
 PyTorch's own calls on the same array; every pyreduce answer is checked
 against CuPy's. Times are :func:`pyreduce.measure.device_seconds` (CUDA
@@ -25,7 +25,7 @@ from _cli import main  # noqa: E402
 from _report import meta, row, table  # noqa: E402
 
 CALLS = ("sum", "mean", "var", "max", "argmax")
-SHAPES = ("131072x300", "1048576x300", "65536x200", "32768x1000")
+SHAPES = ("131072x300", "1048576x300", "65536x200", "32768x1000", "16384x16384")
 
 
 def _peers(x, t):
@@ -58,7 +58,7 @@ def run(args) -> dict:
             out = {"call": name, "shape": text, "lane_accs_us": [], "ordered_us": [],
                    "ok": True}
             for accs in (True, False, True, False):
-                batchplanner.WARP_LANE_ACCS = accs
+                batchplanner.LANE_ACCS = accs
                 batchplanner.clear_plans()
                 callmemo.clear()
                 got = cp.asnumpy(fn(x, axis=1))
@@ -66,7 +66,7 @@ def run(args) -> dict:
                 out["ok"] &= bool(np.allclose(got, want, rtol=1e-4, atol=1e-5))
                 seconds = device_seconds(lambda x=x, fn=fn: fn(x, axis=1), 20, 5, True)
                 out["lane_accs_us" if accs else "ordered_us"].append(seconds * 1e6)
-            batchplanner.WARP_LANE_ACCS = True
+            batchplanner.LANE_ACCS = True
             out["cupy_us"] = device_seconds(peers[name][0], 20, 5, True) * 1e6
             out["torch_us"] = device_seconds(peers[name][1], 20, 5, True) * 1e6
             rows.append(out)
@@ -78,8 +78,8 @@ def run(args) -> dict:
 
 def report(data: dict) -> str:
     m = data["meta"]
-    lines = [f"Rows a warp reduces each, float32 along axis=1, {m.get('gpu')}, {m.get('date')}; "
-             "device time a call (us), the better of two runs of each", ""]
+    lines = [f"Rows a warp or a block reduces each, float32 along axis=1, {m.get('gpu')}, "
+             f"{m.get('date')}; device time a call (us), the better of two runs of each", ""]
     lines += table(["call", "shape", "lane accumulators", "ordered", "CuPy", "PyTorch",
                     "agrees"], [])
     for r in data["rows"]:

@@ -378,11 +378,11 @@ def _staged_rows(d: Strided, in_dtype: np.dtype, warp: int) -> bool:
             and _adjacent_rows(d))
 
 
-#: A warp a row of a commutative op keeps one accumulator a lane across the
-#: row's tiles and shuffles once, after the last (:attr:`BatchSpec.lane_accs`),
-#: where the ordered fold shuffles after every tile of the row.
-#: ``bench/rows_lanes.py`` turns it off to time the ordered fold against it.
-WARP_LANE_ACCS = True
+#: A warp or a block a row of a commutative op keeps one accumulator a lane
+#: across the tiles it reads and shuffles once, after the last
+#: (:attr:`BatchSpec.lane_accs`), where the ordered fold shuffles after every
+#: tile. ``bench/rows_lanes.py`` turns it off to time the ordered fold against it.
+LANE_ACCS = True
 
 
 def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
@@ -400,7 +400,8 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
     group, lanes = shape.group(d.K, d.M, wide)
     if group != "lanes":  # a thread, a warp or a block a row
         group, lanes = shape.group(d.K, d.M, shape.items)
-    items = _lane_items(shape, group, d.K, acc_dtype, tiles, vectors)
+    accs = commutative and group in ("warp", "block") and LANE_ACCS
+    items = _lane_items(shape, group, d.K, acc_dtype, tiles, vectors, accs)
     block, items, vector, parts = shape.block, shape.lane_items(d.K, lanes, items), 1, 1
     wanted = shape.tuning.vector_loads
     if group == "thread":
@@ -425,7 +426,7 @@ def _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
     spec = BatchSpec("segments", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, group, "rows", unit, split, initial and not split, mapped=mapped,
                      lanes=lanes, f32_tiles=f32_tiles,
-                     lane_accs=commutative and group == "warp" and WARP_LANE_ACCS)
+                     lane_accs=accs)
     desc = _descriptor(d)
     init = Ref("init", 0, 1)
     grain = block * items
@@ -447,20 +448,28 @@ TILE_ITEMS = 16
 
 
 def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: bool,
-                vectors: bool) -> int:
+                vectors: bool, accs: bool = False) -> int:
     """Items a lane loads at once in ``group`` for rows of ``K`` (the call's
     own count where it names one). Rows of 16 or more: :data:`TILE_ITEMS`
     where runs are summarised in float32 (``tiles``) in a group of lanes or a
-    block; a warp or a block a row of a scalar accumulator keeps one load (see
-    :attr:`_Shape.row_items`); else two 16-byte loads of 4-byte elements
-    (``row_items``), but for a tuple accumulator only where the loads are
-    vector loads (``vectors``: adjacent, aligned rows, which the measurements
-    below are of). On an H100, device time of float32 rows with 4 items a
-    lane against these: 16384 x 16384, argmax 614 us against 355, var 560 (8
-    items) against 441, mean 384 against 357 (PyTorch 401, 439, 349); 2**20 x
-    64, argmax 188 against 101, var 357 against 105, mean 164 against 104
-    (PyTorch 464, 467, 239); rows of 300 (a warp each), argmax 133 against 125
-    (a sum 74 against 80)."""
+    block; else two 16-byte loads of 4-byte elements (``row_items``), but for
+    a tuple accumulator only where the loads are vector loads (``vectors``:
+    adjacent, aligned rows, which the measurements below are of). On an H100,
+    device time of float32 rows with 4 items a lane against these: 16384 x
+    16384, argmax 614 us against 355, var 560 (8 items) against 441, mean 384
+    against 357 (PyTorch 401, 439, 349); 2**20 x 64, argmax 188 against 101,
+    var 357 against 105, mean 164 against 104 (PyTorch 464, 467, 239); rows of
+    300 (a warp each), argmax 133 against 125 (a sum 74 against 80).
+
+    A warp or a block a row of a scalar accumulator: with lane accumulators
+    (``accs``) and vector loads of 4-byte elements, two 16-byte loads a lane
+    in a warp and four in a block; otherwise one. On an H200, float32 sums
+    (maxima) against 4 items: rows of 300, 47.5 (53.5) us at 8 items against
+    51.0 (54.9); 16384 x 16384, 246.8 (247.6) at 16 against 284.3 (273.7);
+    64 x 2**20, 70.8 (70.4) against 76.0 (77.2); CuPy 40.2 (87.2), 236.7
+    (239.3), 139.0 (275.1). The ordered fold, which shuffles once a tile,
+    took 104 and 101 us with two loads against 71 and 52 for rows of 300 and
+    4096 on an H100."""
     if K < 16 or shape.tuning.items_per_thread:
         return shape.items
     if tiles and group in ("lanes", "block"):
@@ -468,7 +477,9 @@ def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: b
     if is_tuple(acc_dtype) and not vectors:
         return shape.items
     if group != "lanes" and not is_tuple(acc_dtype):
-        return shape.items
+        if not (accs and vectors and shape.row_items != shape.items):
+            return shape.items
+        return 2 * shape.row_items if group == "block" else shape.row_items
     return shape.row_items
 
 

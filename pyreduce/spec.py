@@ -20,6 +20,7 @@ ITEMS_PER_THREAD = (1, 2, 4, 8, 16, 32)
 #: half-precision input in float32 (:attr:`KernelSpec.f32_tiles`), and how:
 #: ``"moments"``, var's ``(count, shift, s, q)`` summaries (``s`` and ``q`` the
 #: sums of ``x - shift`` and of its square; the element map ``(1, x, 0, x - x)``);
+#: ``"sums"``, mean's ``(count, sum)`` (the element map ``(1, x)``);
 #: ``"argmax"`` and ``"argmin"``, ``(value, index)`` with the element map
 #: ``(x, i)``, the first index of the extreme or of the first NaN.
 #: :mod:`pyreduce.structured` adds the keys.
@@ -240,16 +241,18 @@ class BatchSpec(_LaunchShape):
     #: first, as :attr:`KernelSpec.f32_tiles` (a group of lanes, a warp or a
     #: block a row of the ``segments`` family)
     f32_tiles: bool = False
-    #: a warp a row whose lanes keep their own accumulators across the row's
-    #: tiles and combine them once, after the last
-    #: (:func:`pyreduce.variants._blocks.lane_fold`), where the ordered fold
-    #: shuffles once a tile: it reorders, so commutative ops only
+    #: a warp or a block a row (or a part of one) whose lanes keep their own
+    #: accumulators across the tiles they read and combine them once, after
+    #: the last (:func:`pyreduce.variants._blocks.lane_fold`), where the
+    #: ordered fold shuffles once a tile: it reorders, so commutative ops only
     lane_accs: bool = False
 
     def __post_init__(self):
         _check_launch_shape(self)
-        if self.lane_accs and (self.family != "segments" or self.group != "warp"):
-            raise ValueError("lane_accs applies to a warp a row of the segments family")
+        if self.lane_accs and (self.family != "segments" or self.group not in ("warp", "block")
+                               or self.finish):
+            raise ValueError("lane_accs applies to the first pass of a warp or a block a row "
+                             "of the segments family")
         _check_f32_tiles(self)
         if self.f32_tiles and (self.family != "segments" or self.finish
                                or self.group not in ("lanes", "warp", "block")):

@@ -320,6 +320,7 @@ def _key(name, fn, fmap):
 
 
 #: first passes that may summarise float32 tiles in float32 (KernelSpec.f32_tiles)
+F32_TILES[_key("sums", _sums_op, _sum_map)] = "sums"
 F32_TILES[_key("moments", _moments_op, _moments_map)] = "moments"
 F32_TILES[_key("argmax", _argmax_op_compare_first, _index_map)] = "argmax"
 F32_TILES[_key("argmin", _argmin_op_compare_first, _index_map)] = "argmin"
@@ -446,12 +447,22 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0, result=None) -> Mono
     return _moments_monoid(dtype, statistic, ddof, result)
 
 
+def _wide(finisher) -> bool:
+    """Whether results are finished wider than float32 (complex64): then
+    computed as NumPy computes them in that dtype, without float32 runs (a key
+    :data:`F32_TILES` does not hold)."""
+    return finisher.dtype.itemsize > (8 if finisher.dtype.kind == "c" else 4)
+
+
 @functools.lru_cache(maxsize=64)
 def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
     """mean/nanmean: ``(count, sum)`` in float64 (``(count, sum.real, sum.imag)``
     for complex input), merged by adding, finished as the sum over the count.
     Chan's ``(count, mean, m2)`` update divided at every merge: on an H200 it
-    made a float32 mean 2.7 times a sum's time."""
+    made a float32 mean 2.7 times a sum's time. A mean of float32 or half
+    precision finished in float32 or narrower may add a lane's loaded run in
+    float32 first (a pairwise sum of at most 16 elements, then float64:
+    NumPy's own float32 mean adds every element in float32)."""
     is_complex = check_dtype(dtype).kind == "c"
     f8 = np.float64
     skip_nan = statistic == "nanmean" and element(dtype).kind in "fc"
@@ -462,6 +473,7 @@ def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
         op, width = _sums_op, 2
         fmap = _nan_sum_map if skip_nan else _sum_map
     finisher = finishers.mean(mean_dtype(dtype), counted=skip_nan).to(result)
+    name = "sums in float64" if _wide(finisher) else "sums"
 
     def host(x):
         if skip_nan:
@@ -472,7 +484,7 @@ def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
         identity=(f8(0),) * width, commutative=True,
-        key=_key("sums", op, fmap), map=fmap, finalize=finisher.scalar,
+        key=_key(name, op, fmap), map=fmap, finalize=finisher.scalar,
         finisher=finisher, host=host,
     )
 
@@ -496,8 +508,6 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
     finisher = finishers.variance(var_dtype(dtype), ddof, nan_rule=skip_nan,
                                   root=plain == "std", counted=skip_nan,
                                   complex_parts=is_complex).to(result)
-    # a result wider than float32: no float32 runs (a key F32_TILES does not hold)
-    wide = finisher.dtype.itemsize > (8 if finisher.dtype.kind == "c" else 4)
 
     def host(x):
         if skip_nan:
@@ -513,7 +523,7 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
         identity=(f8(0),) * width, commutative=True,
-        key=_key("moments in float64" if wide else "moments", op, fmap), map=fmap,
+        key=_key("moments in float64" if _wide(finisher) else "moments", op, fmap), map=fmap,
         finalize=finisher.scalar, finisher=finisher, host=host,
     )
 

@@ -406,8 +406,16 @@ def test_a_warp_a_row_keeps_lane_accumulators_for_commutative_ops_only():
                                          commutative=commutative)
         assert plan.spec.group == "warp" and plan.spec.lane_accs == commutative
         assert ("rows_warp_accs" in plan.spec.label) == commutative
-    with pytest.raises(ValueError, match="lane_accs applies to a warp a row"):
-        dataclasses.replace(plan.spec, group="block", lane_accs=True)
+    d = axes_mod.describe((4096, 16384), (65536, 4), 4, (1,))
+    for commutative in (True, False):  # a block a row
+        plan = batchplanner.plan_strided(d, np.dtype(np.float32), np.dtype(np.float32),
+                                         ("builtin", "add"), GPU_DEVICE, Tuning(), align=16,
+                                         commutative=commutative)
+        assert plan.spec.group == "block" and plan.spec.lane_accs == commutative
+    with pytest.raises(ValueError, match="lane_accs applies to the first pass of a warp"):
+        dataclasses.replace(plan.spec, group="thread", lane_accs=True)
+    with pytest.raises(ValueError, match="lane_accs applies to the first pass of a warp"):
+        dataclasses.replace(plan.spec, finish=True, vector=1, lane_accs=True)
 
 
 @pytest.mark.parametrize("K", [1, 31, 64, 127, 128, 129, 200, 256, 300, 383, 385])
@@ -427,6 +435,97 @@ def test_lane_accumulators_along_rows(gpu_backend, K):
     ties = np.round(x)  # many equal values: the first index of the largest
     assert np.array_equal(pyreduce.argmax(ties, axis=1, **on), ties.argmax(1))
     y = affine_data(40 * K).reshape(40, K)
+    want = [functools.reduce(affine, row) for row in y]
+    assert pyreduce.reduce(y, affine, axis=1, **on).tolist() == want
+
+
+def test_lane_accumulators_load_more_items_a_lane():
+    """A scalar accumulator's lanes that keep their own accumulators load two
+    16-byte vectors of 4-byte elements a tile in a warp a row, four in a
+    block; the ordered fold, element loads and 8-byte elements keep one."""
+    def spec(shape, dtype=np.float32, commutative=True, pitch=None, **tuning):
+        dt = np.dtype(dtype)
+        d = axes_mod.describe(shape, ((pitch or shape[1]) * dt.itemsize, dt.itemsize),
+                              dt.itemsize, (1,))
+        return batchplanner.plan_strided(d, dt, dt, ("builtin", "add"), GPU_DEVICE,
+                                         Tuning(**tuning), align=16,
+                                         commutative=commutative).spec
+
+    rows, square = (2**17, 300), (16384, 16384)
+    assert (spec(rows).group, spec(rows).items, spec(rows).vector) == ("warp", 8, 4)
+    assert (spec(square).group, spec(square).items) == ("block", 16)
+    assert spec(rows, commutative=False).items == 4
+    assert spec(square, commutative=False).items == 4
+    assert spec((2**17, 301), pitch=303).items == 4  # unaligned rows: element loads
+    assert spec(rows, np.float64).items == spec(rows, np.float64, commutative=False).items
+    assert spec(square, items_per_thread=4).items == 4
+
+
+@pytest.mark.parametrize("K", [65, 66, 97, 127, 129, 131, 257, 261, 301, 387])
+def test_lane_accumulators_along_aligned_rows_of_any_length(gpu_backend, K):
+    """Rows of a wider device array whose row pitch keeps them 16 bytes
+    aligned while their length is no multiple of 4: the lanes read the tail
+    after the last full tile in vectors, and the last ``K % 4`` elements one at
+    a time, in the lane whose vector they would begin."""
+    from numba import cuda
+
+    rng = np.random.default_rng(K)
+    pitch = K + (-K) % 4 + 4
+    wide = rng.standard_normal((24, pitch)).astype(np.float32)
+    wide[:, K:] = np.nan  # past each row's end: any read of it shows
+    wide[5, K - 1] = 50.0  # a row's maximum at its last element
+    x = wide[:, :K]
+    d = cuda.to_device(wide)[:, :K]
+    on = {"backend": gpu_backend}
+    np.testing.assert_allclose(pyreduce.sum(d, axis=1, **on).copy_to_host(),
+                               x.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(pyreduce.mean(d, axis=1, **on).copy_to_host(), x.mean(1),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pyreduce.var(d, axis=1, **on).copy_to_host(), x.var(1),
+                               rtol=1e-4, atol=1e-5)
+    assert np.array_equal(pyreduce.max(d, axis=1, **on).copy_to_host(), x.max(1))
+    assert np.array_equal(pyreduce.argmax(d, axis=1, **on).copy_to_host(), x.argmax(1))
+    # a warp a row on any device: rows of at most two warp tiles (32 x 4, or
+    # 32 x 8 past 256); rows shorter than a tile are all tail, which only the
+    # first lanes reach
+    tuned = dict(on, tuning=Tuning(items_per_thread=4 if K <= 256 else 8))
+    plan = pyreduce.explain(d, "add", axis=1, **tuned).plan
+    assert plan.spec.lane_accs and plan.spec.vector == 4, plan.spec.label
+    np.testing.assert_allclose(pyreduce.sum(d, axis=1, **tuned).copy_to_host(),
+                               x.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-4)
+    assert np.array_equal(pyreduce.max(d, axis=1, **tuned).copy_to_host(), x.max(1))
+    assert np.array_equal(pyreduce.argmax(d, axis=1, **tuned).copy_to_host(), x.argmax(1))
+
+
+@pytest.mark.parametrize("K", [4096, 4097, 4100, 4103, 6001])
+def test_lane_accumulators_where_a_block_reduces_a_row(gpu_backend, K):
+    """Long rows a block (or the blocks of a split row) reduces: each lane
+    keeps its accumulator across the tiles it reads where the op commutes
+    (rows 16 bytes aligned whatever their length, in a wider device array),
+    the ordered fold where it does not."""
+    from numba import cuda
+
+    rng = np.random.default_rng(K)
+    pitch = K + (-K) % 4 + 4
+    wide = rng.standard_normal((3, pitch)).astype(np.float32)
+    wide[:, K:] = np.nan  # past each row's end: any read of it shows
+    wide[1, K - 1] = 50.0
+    x = wide[:, :K]
+    d = cuda.to_device(wide)[:, :K]
+    on = {"backend": gpu_backend}
+    plan = pyreduce.explain(d, "add", axis=1, **on).plan
+    assert plan.spec.group == "block" and plan.spec.lane_accs, plan.spec.label
+    assert plan.spec.vector == 4, plan.spec.label
+    np.testing.assert_allclose(pyreduce.sum(d, axis=1, **on).copy_to_host(),
+                               x.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(pyreduce.mean(d, axis=1, **on).copy_to_host(), x.mean(1),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pyreduce.var(d, axis=1, **on).copy_to_host(), x.var(1),
+                               rtol=1e-4)
+    assert np.array_equal(pyreduce.max(d, axis=1, **on).copy_to_host(), x.max(1))
+    assert np.array_equal(pyreduce.argmax(d, axis=1, **on).copy_to_host(), x.argmax(1))
+    y = affine_data(3 * K).reshape(3, K)
+    assert not pyreduce.explain(y, affine, axis=1, **on).plan.spec.lane_accs
     want = [functools.reduce(affine, row) for row in y]
     assert pyreduce.reduce(y, affine, axis=1, **on).tolist() == want
 

@@ -1,12 +1,13 @@
-"""Rows of float32 and half-precision input reduced by ``var``/``std`` and
-``argmax``/``argmin`` along an axis: each lane's run of vector-loaded elements
+"""Rows of float32 and half-precision input reduced by ``mean``, ``var``/``std``
+and ``argmax``/``argmin`` along an axis: each lane's run of vector-loaded elements
 is summarised in float32 first and merged once (``BatchSpec.f32_tiles``, as the
 1-D first passes do: :mod:`test_structured`'s tile tests), in a group of lanes,
 a warp or a block a row. Checked against NumPy from float64 in the simulator
 and, on a GPU machine, on the GPU: row lengths around a lane's run and the
 tiles, rows that start at every alignment (the kernel then loads element by
 element), infinities, NaN, ties, signed zeros, tiny spreads whose squares
-float32 would lose and deviations whose squares it cannot hold.
+float32 would lose, deviations whose squares it cannot hold and sums past its
+range.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _kernel_dtype(name):
 
 
 def _monoid(name, dtype):
-    if name in ("mean", "var", "std", "nanvar"):
+    if name in ("mean", "nanmean", "var", "std", "nanvar"):
         return structured.moments_monoid(dtype, name)
     return getattr(structured, f"{name}_monoid")(dtype)
 
@@ -59,13 +60,19 @@ def _row_spec(name, dtype, shape, axis=1, align=16, **tuning):
 @pytest.mark.parametrize("shape", [(4096, 4096), (1 << 17, 300), (1 << 20, 64), (64, 1 << 20)])
 def test_rows_of_var_and_argmax_summarise_runs_in_float32(name, shape):
     dt = _kernel_dtype(name)
-    for op in ("var", "std", "argmax", "argmin"):
+    for op in ("mean", "var", "std", "argmax", "argmin"):
         spec = _row_spec(op, dt, shape)
         assert spec.group in ("lanes", "warp", "block") and spec.vector > 1, spec.label
         assert spec.f32_tiles and " t32" in spec.label, (op, spec.label)
         assert not _row_spec(op, dt, shape, align=2).f32_tiles  # element loads
     assert not _row_spec("nanvar", dt, shape).f32_tiles  # NaN is counted out per element
+    assert not _row_spec("nanmean", dt, shape).f32_tiles
     assert not _row_spec("minmax", dt, shape).f32_tiles
+    # a mean finished in float64 is computed as NumPy computes it in float64
+    m = structured.moments_monoid(np.dtype(dt), "mean", result=np.float64)
+    d = describe(shape, (shape[1] * dt.itemsize, dt.itemsize), dt.itemsize, (1,))
+    assert not batchplanner.plan_strided(d, dt, m.dtype, m.key, _H100_LIKE, Tuning(),
+                                         align=16, mapped=True).spec.f32_tiles
 
 
 def test_other_rows_and_columns_merge_every_element():
@@ -81,17 +88,15 @@ def test_other_rows_and_columns_merge_every_element():
 
 
 def test_lanes_load_runs_of_16_where_they_summarise_them():
-    """Rows of float32 var and argmax: 16 items a lane in a group of lanes or a
-    block (their runs summarised in float32), 8 in a warp; mean's tuple 8;
-    sums keep 8 in a group of lanes and 4 in a warp or a block. A tuning's
-    items_per_thread is kept."""
-    for op in ("var", "argmax"):
+    """Rows of float32 mean, var and argmax: 16 items a lane in a group of lanes
+    or a block (their runs summarised in float32), 8 in a warp; a float64
+    var's tuple 2. A tuning's items_per_thread is kept."""
+    for op in ("mean", "var", "argmax"):
         assert _row_spec(op, np.float32, (4096, 4096)).items == 16
         lanes = _row_spec(op, np.float32, (1 << 20, 64))
         assert (lanes.group, lanes.lanes, lanes.items) == ("lanes", 4, 16)
         assert _row_spec(op, np.float32, (1 << 17, 300)).items == 8
         assert _row_spec(op, np.float32, (4096, 4096), items_per_thread=4).items == 4
-    assert _row_spec("mean", np.float32, (4096, 4096)).items == 8
     assert _row_spec("var", np.float64, (4096, 4096)).items == 2
 
 
@@ -162,6 +167,42 @@ def test_var_along_rows_in_float32_runs(backend, built, name, K):
         got = np.asarray(pyreduce.std(x, axis=1, **_on(backend)))
         np.testing.assert_allclose(got, np.std(wide, axis=1), rtol=2**-20)
     assert _ran_tiles(built)
+
+
+@pytest.mark.parametrize("name", HALVES)
+@pytest.mark.parametrize("K", [16, 32, 40, 64, 72, 300])
+def test_mean_along_rows_in_float32_runs(backend, built, name, K):
+    """Each run's float32 pairwise sum, widened once: within a few float32
+    roundings of the exact mean of the row's magnitudes, as NumPy's float32
+    mean (every element added in float32) is; a float64 ``dtype=`` is NumPy's
+    float64 mean."""
+    rng = np.random.default_rng(K)
+    dt = _dtype(name)
+    for scale, offset in ((100.0, 3.0), (1.0, 1e4 if name != "float16" else 1e3)):
+        x = (rng.standard_normal((5, K)) * scale + offset).astype(dt)
+        wide = x.astype(np.float64)
+        exact = np.mean(wide, axis=1)
+        got = np.asarray(pyreduce.mean(x, axis=1, **_on(backend)))
+        assert got.dtype == np.float32
+        bound = 8 * 2**-24 * np.mean(np.abs(wide), axis=1) + np.spacing(np.abs(exact))
+        assert np.all(np.abs(got - exact) <= bound), (scale, got - exact)
+        assert (np.asarray(pyreduce.mean(x, axis=1, dtype=np.float64, **_on(backend)))
+                == pytest.approx(exact, rel=1e-13))
+    assert _ran_tiles(built)
+
+
+def test_mean_along_rows_past_float32s_range_falls_back(backend):
+    """A run whose float32 sum overflows, or holds an infinity or a NaN, adds
+    its elements in float64: the mean of values near float32's largest is
+    finite, as the float64 sum gives it."""
+    x = np.full((4, 64), 3e38, dtype=np.float32)
+    x[1, ::2] = -3e38
+    x[2, 5] = np.inf
+    x[3, 9] = np.nan
+    got = np.asarray(pyreduce.mean(x, axis=1, **_on(backend)))
+    wide = np.mean(x.astype(np.float64), axis=1)
+    assert got[0] == np.float32(3e38) and got[1] == np.float32(wide[1])
+    assert got[2] == np.inf and np.isnan(got[3])
 
 
 @pytest.mark.parametrize("start", [0, 1, 2, 3])

@@ -620,6 +620,17 @@ def test_var_summarises_float32_tiles_in_float32(dtype):
     assert not _var_spec(dtype, align=2).f32_tiles  # element loads: element by element
     assert not _var_spec(dtype, "nanvar").f32_tiles  # NaN is counted out per element
     assert not _var_spec(dtype, variant="pairwise").f32_tiles  # the fixed tree's leaves
+    mean = _var_spec(dtype, "mean")  # mean's (count, sum): each tile's float32 sum
+    assert mean.f32_tiles and " t32" in mean.label
+    assert not _var_spec(dtype, "nanmean").f32_tiles
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BFLOAT16])
+def test_mean_finished_in_float64_adds_every_element_in_float64(dtype):
+    """``dtype=np.float64``: NumPy's float64 mean, no float32 runs."""
+    m = structured.moments_monoid(np.dtype(dtype), "mean", result=np.float64)
+    assert not make_plan(1 << 20, np.dtype(dtype), m.dtype, m.key, _H100_LIKE, Tuning(),
+                         0, 16, m.commutative).spec.f32_tiles
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int32, np.complex64])
@@ -651,6 +662,44 @@ def test_var_in_float32_tiles_is_within_a_few_roundings(gpu_backend, name, n):
             assert abs(float(got) - exact) <= 16 * 2**-24 * exact, (scale, ddof, got, exact)
         assert float(pyreduce.std(x, **on(gpu_backend))) == pytest.approx(np.std(wide),
                                                                            rel=2**-20)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [2, 7, 8, 9, 255, 256, 257, 1500, 4099])
+def test_mean_in_float32_tiles_is_within_a_few_roundings(gpu_backend, name, n):
+    """Full tiles add in float32 pairwise, then in float64: within a few
+    float32 roundings of the mean of the magnitudes, closer than NumPy's own
+    float32 mean comes at these sizes; ``dtype=np.float64`` is NumPy's float64
+    mean."""
+    rng = np.random.default_rng(n)
+    for scale, offset in ((100.0, 3.0), (1.0, 1e4 if name != "float16" else 1e3)):
+        x = (rng.standard_normal(n) * scale + offset).astype(_half(name))
+        wide = x.astype(np.float64)
+        exact = np.mean(wide)
+        got = pyreduce.mean(x, **on(gpu_backend))
+        assert got.dtype == np.float32
+        bound = 8 * 2**-24 * np.mean(np.abs(wide)) + np.spacing(np.float32(abs(exact)))
+        assert abs(float(got) - exact) <= bound, (scale, float(got), exact)
+        assert float(pyreduce.mean(x, dtype=np.float64, **on(gpu_backend))) == \
+            pytest.approx(exact, rel=1e-13)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_mean_of_tiles_past_float32s_range_falls_back_element_by_element(gpu_backend, name):
+    """A tile whose float32 sum overflows, or holds an infinity or a NaN, adds
+    its elements in float64: values near float32's (float16's) largest have a
+    finite mean, and an infinity or a NaN is NumPy's."""
+    dt = _half(name)
+    big = float(np.finfo(np.float32).max) * 0.9 if name == "float32" else 6e4
+    x = np.full(3000, big, dtype=dt)
+    assert float(pyreduce.mean(x, **on(gpu_backend))) == float(np.float32(x[0]))
+    x[::2] = -x[::2]
+    assert float(pyreduce.mean(x, **on(gpu_backend))) == 0.0
+    for bad in (np.inf, np.nan):
+        y = np.ones(2048, dtype=dt)
+        y[333] = bad
+        got = float(pyreduce.mean(y, **on(gpu_backend)))
+        assert got == bad or (np.isnan(bad) and np.isnan(got))
 
 
 def test_var_of_tiles_past_float32s_squares_falls_back_element_by_element(gpu_backend):

@@ -115,6 +115,20 @@ def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]
     return lines
 
 
+def tile_sums(spec: KernelSpec, dst: str, values: list[str], items: list[str]) -> list[str]:
+    """Lines leaving in ``dst`` mean's summary of a lane's run of loaded
+    elements (:attr:`KernelSpec.f32_tiles`): ``(count, sum)``, the run's sum in
+    float32 and pairwise, widened once. A run whose float32 sum is not finite
+    (an infinity or a NaN among them, or a sum past float32's range) folds
+    ``items``, each element's own summary in float64, instead."""
+    t = f"{dst}_t"
+    e = [f"{t}e{j}" for j in range(len(values))]
+    lines = [f"{x} = {loaded(spec, v)}" for x, v in zip(e, values)]
+    lines += [f"{t}s = {pairwise(e)}", f"{dst} = acc_t(({len(values)}.0, {t}s))",
+              f"if {t}s - {t}s != 0:\n" + snippet("\n".join(chain(dst, items)), 1)]
+    return lines
+
+
 def chain(dst: str, items: list[str]) -> list[str]:
     """Lines folding the expressions ``items`` into ``dst`` left to right."""
     return [f"{dst} = {items[0]}"] + [f"{dst} = {combine(dst, item)}" for item in items[1:]]
@@ -307,6 +321,8 @@ def fold_items(
             kind = F32_TILES[spec.op_key]
             if kind == "moments":
                 return "\n".join(loads + tile_moments(spec, dst, values, items))
+            if kind == "sums":
+                return "\n".join(loads + tile_sums(spec, dst, values, items))
             at = position(first) if position else first
             return "\n".join(loads + tile_arg(spec, dst, values, at, kind))
         return "\n".join(loads + chain(dst, items))
@@ -456,8 +472,11 @@ def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
     warp tile into its own accumulator, and the warp combines its 32 (or 64)
     accumulators with one shuffle reduction after the last tile, where the ordered
     :func:`warp_fold` shuffles once per tile. Fewer instructions per element, and
-    no shuffle chain between one tile's loads and the next's."""
+    no shuffle chain between one tile's loads and the next's. With vector loads
+    the tail after the last full tile is read in vectors too (:func:`_vector_tail`)."""
     w, i = spec.warp, spec.items
+    if vector > 1 and at is None and not accs:
+        return _vector_tail(spec, dialect, src, vector, position)
     return render(
         """
         ${tiles}
@@ -480,6 +499,55 @@ def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
         combine_acc=combine("acc", "v"),
         fold_tail=snippet(fold_items(spec, "v", "i", "end", src, accs=accs, at=at,
                                      position=position), 2),
+        reduce=warp_reduce(spec, dialect, "acc", "lane", "lanes"),
+    )
+
+
+def _vector_tail(spec, dialect, src: str, vector: int, position) -> str:
+    """:func:`lane_fold` whose tail (fewer elements than a tile, from ``base``)
+    is read ``vector`` at a time, the warp's vectors adjacent (lane ``l`` takes
+    vectors ``l``, ``l + warp``, ...), the last ``(end - base) % vector``
+    elements by the lane whose vector they would begin, one at a time, in the
+    same round: where a lane of the element-by-element tail would load its
+    ``items`` one at a time while the others idle (a row of 300 float32 in
+    warp tiles of 256 left 6 lanes 8 loads each). ``base`` is a multiple of
+    ``vector`` from an aligned start, as the full tiles' loads are. The lanes
+    holding data stay a prefix of the warp: all of them after a full tile,
+    else those the tail reaches."""
+    w, i, vec = spec.warp, spec.items, vector
+
+    def into_acc(fold: str) -> str:  # the lane's fold of ``v`` into its accumulator
+        return fold + "\n" + render(
+            """
+            if have:
+                acc = ${combine_acc}
+            else:
+                acc = v
+            have = True
+            """, combine_acc=combine("acc", "v")).strip("\n")
+
+    return render(
+        """
+        ${tiles}
+        lanes = ${W} if have else 0
+        if base < end:
+            if not have:
+                lanes = min((end - base + ${V1}) // ${V}, ${W})
+            j = base + lane * ${V}
+            for r in range(${ROUNDS}):
+                if j + ${V} <= end:
+        ${fold_vector}
+                elif j < end:
+        ${fold_rest}
+                j += ${WV}
+        ${reduce}
+        """,
+        W=w, V=vec, V1=vec - 1, WV=w * vec, ROUNDS=-(-i // vec),
+        tiles=_tile_loop(spec, src, vec, None, False, position=position).strip("\n"),
+        fold_vector=snippet(into_acc(fold_items(
+            spec, "v", "j", None, src, count=vec, vector=vec, position=position)), 3),
+        fold_rest=snippet(into_acc(fold_items(
+            spec, "v", "j", "end", src, count=vec - 1, position=position)), 3),
         reduce=warp_reduce(spec, dialect, "acc", "lane", "lanes"),
     )
 

@@ -198,7 +198,7 @@ def _block(spec: BatchSpec, dialect) -> str:
     fold = block_fold(
         spec, dialect, "x", n="origin + length" if unit else "length", bstart="bstart",
         chunk="chunk", vector=spec.vector, at=None if unit else _at(spec), accs=spec.finish,
-        position=_position(spec),
+        lanes=spec.lane_accs, position=_position(spec),
     )
     empty = "" if spec.split else ("elif length == 0:\n    if tid == 0:\n"
                                    + snippet(_empty(spec), 2))

@@ -22,7 +22,8 @@ What it compiles:
   (``BatchSpec.finisher``) for the accumulators of :data:`FINISHED`, in every
   kind that writes outputs;
 * rows whose lanes summarise their runs in float32 first
-  (``BatchSpec.f32_tiles``) for the cases of :data:`TILED`;
+  (``BatchSpec.f32_tiles``), and the 1-D first passes that do
+  (``KernelSpec.f32_tiles``), for the cases of :data:`TILED`;
 * the finishing kernel of each structured reduction.
 
 Usage (from the checkout)::
@@ -61,7 +62,7 @@ FINISHED = (("float32", "mean"), ("float32", "std"), ("float32", "argmax"),
 
 
 #: rows whose lanes summarise their loaded runs in float32 (BatchSpec.f32_tiles)
-TILED = (("float32", "var"), ("float32", "argmax"), ("float16", "std"))
+TILED = (("float32", "var"), ("float32", "argmax"), ("float16", "std"), ("float32", "mean"))
 GROUPS_TILED = ("lanes", "warp", "block")
 
 
@@ -120,7 +121,7 @@ def jobs():
     from pyreduce.backends.numba_cuda import CudaBackend
     from pyreduce.planner import DeviceInfo, default_items
     from pyreduce.spec import KernelSpec
-    from pyreduce.variants import VARIANTS
+    from pyreduce.variants import VARIANTS, tree
 
     backend = CudaBackend()
     device = DeviceInfo("no device (ptx check)", ("ptx-check",), 1, 2048, 32, WARP)
@@ -133,6 +134,16 @@ def jobs():
             spec = KernelSpec(name, np.dtype(dtype), monoid.dtype, monoid.key, BLOCK, WARP,
                               items, mapped=monoid.map is not None)
             yield (f"variant {name} {label}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   compile_variants._signature(spec, bool(getattr(v.options, "last_block", False))))
+    for dtype, op in TILED:  # 1-D first passes that summarise runs in float32
+        monoid = _monoid(dtype, op)
+        for name, v in VARIANTS.items():
+            if v.fixed_tree or v.factory is tree or (v.default_items or 8) % 4:
+                continue  # the fixed tree's leaves are its own; a shared tree of scalars
+            spec = KernelSpec(name, np.dtype(dtype), monoid.dtype, monoid.key, BLOCK, WARP,
+                              v.default_items or 8, 4, mapped=True, f32_tiles=True)
+            yield (f"tiled variant {name} {dtype} {op}",
                    lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
                    compile_variants._signature(spec, bool(getattr(v.options, "last_block", False))))
     for label, builder in compile_batched.BATCH_CASES:
