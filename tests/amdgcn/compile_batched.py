@@ -112,6 +112,10 @@ def batch_kinds(wave: int) -> list[tuple[str, dict]]:
     kinds.append(("rows warp accs", dict(group="warp", source="rows", lane_accs=True)))
     kinds.append(("rows warp accs strided", dict(group="warp", source="rows", unit=False,
                                                  lane_accs=True)))
+    # ... and a block a row (or a part of one) likewise
+    kinds.append(("rows block accs", dict(group="block", source="rows", lane_accs=True)))
+    kinds.append(("rows block accs split", dict(group="block", source="rows", split=True,
+                                                lane_accs=True)))
     kinds.append(("columns", dict(family="columns")))
     kinds.append(("columns strided", dict(family="columns", unit=False)))
     kinds.append(("columns split", dict(family="columns", split=True)))
