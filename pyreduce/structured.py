@@ -461,7 +461,7 @@ def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
     Chan's ``(count, mean, m2)`` update divided at every merge: on an H200 it
     made a float32 mean 2.7 times a sum's time. A mean of float32 or half
     precision finished in float32 or narrower may add a lane's loaded run in
-    float32 first (a pairwise sum of at most 16 elements, then float64:
+    float32 first (a pairwise sum of its items, 8 or 16 by default, then float64:
     NumPy's own float32 mean adds every element in float32)."""
     is_complex = check_dtype(dtype).kind == "c"
     f8 = np.float64
