@@ -477,6 +477,7 @@ def _lane_items(shape: _Shape, group: str, K: int, acc_dtype: np.dtype, tiles: b
     if is_tuple(acc_dtype) and not vectors:
         return shape.items
     if group != "lanes" and not is_tuple(acc_dtype):
+        # row_items differs from items only for 4-byte elements, untuned
         if not (accs and vectors and shape.row_items != shape.items):
             return shape.items
         return 2 * shape.row_items if group == "block" else shape.row_items
