@@ -43,7 +43,8 @@ layout is better)
     (``bench/axes.py``, the ``rows of ...`` cases); setting it to 1 gives every
     row of more than one element a group of lanes.
 columns (the *outputs* are adjacent, ``si == 1``, the reduced elements are
-not, and a row of outputs fills a warp)
+not, and a row of outputs fills a warp; for a commutative op, a warp's loads:
+a warp of ``items`` outputs each)
     a thread per ``items`` neighbouring outputs, walking the reduced index in
     order: each warp's loads of a row are adjacent. When the outputs give fewer
     blocks than twice the resident ones, the reduced range is cut into parts (a
@@ -51,9 +52,16 @@ not, and a row of outputs fills a warp)
     that finishing pass would have fewer blocks than the SMs, an intermediate
     pass of the same kernel cuts the partials' rows into parts again first
     (:func:`_finish_parts`).
-narrow columns (the same layout with fewer outputs ``Mi`` than a warp, a
-commutative op, ``Monoid.commutative``, and at least ``g`` rows)
-    the narrow kernel of the columns family: ``g`` consecutive rows read as one
+narrow columns (the same layout with fewer outputs ``Mi`` than a warp's
+loads, ``warp * items``, a commutative op, ``Monoid.commutative``, and at
+least ``g`` rows)
+    the narrow kernel of the columns family (the columns kernel would leave
+    lanes of each warp idle: on an H100, 2026-11-27,
+    ``docs/performance/columns-parts-h100.txt``, the columns of 8192 x 64
+    float32 took 14.3 us for a sum and 35.8 for var with it, against 34.0 and
+    168.5; of 4194304 x 48, 331 and 528 us for mean and var against 375 and
+    966; of 1048576 x 100, where a warp's lanes are mostly busy, 199 us for
+    mean against 181): ``g`` consecutive rows read as one
     wide row of ``g * Mi`` columns, as many as a block's threads hold
     (``items`` each) and its shared memory folds
     (:func:`~pyreduce.variants.columns.fold_width`), so that a warp's loads
@@ -117,6 +125,16 @@ STAGED_BYTES = 16 * 1024
 STAGED_THREAD_BYTES = 64
 #: rows of at most this many warp tiles get a warp each when rows are plenty
 WARP_TILES = 16
+#: a split columns pass aims at this fraction (its inverse) of the threads the
+#: GPU holds at once (:meth:`_Shape.columns_target`)
+COLUMNS_SHARE = 4
+#: rows a part of a split columns pass walks at most where the accumulator has
+#: more than two fields (var's four): merging an element into one costs more
+#: than loading it, and such a pass wants more threads than the loads alone.
+#: On an H100, columns of 16384 x 16384 float32 took 780.8 us for var with 17
+#: parts of 964 rows and 478.6 with 33 (PyTorch 433.7); of 4096 x 4096, 74.4
+#: with 66 parts of 63 rows
+HEAVY_ROWS = 512
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,20 +262,25 @@ class _Shape:
             return 1
         return max(1, min(-(-target // count), int(-(-length // unit))))
 
-    def columns_target(self, in_dtype: np.dtype, acc_dtype: np.dtype) -> int:
-        """The blocks a split columns pass aims at: :attr:`target`, cut by the
-        ratio of the accumulator's size to the element's (to at most a
-        quarter), unless the call named ``max_blocks``. Every part writes a
-        row of partials that the finishing pass reads again: with ``target``
-        parts of 16- and 32-byte accumulators over 4-byte elements they came
-        to half the input's bytes and more. On an H100, columns of 16384 x
-        16384 float32 took, device time, mean 412 -> 377 us, var 686 -> 510,
-        argmax 450 -> 416 with a quarter of the blocks (a sum 383 at the full
-        target); of 4096 x 4096, var 618 us -> at most 181."""
+    def columns_target(self, block: int) -> int:
+        """The blocks of ``block`` threads a split columns pass aims at: a
+        :data:`COLUMNS_SHARE`-th of the threads the GPU holds at once (two
+        blocks of 256 threads an SM; narrower blocks as many threads), and two
+        blocks an SM at least, unless the call named ``max_blocks``.
+        Each thread keeps :data:`~pyreduce.variants.columns.ROWS` vector loads
+        in flight, which that many threads cover; more parts only add rows of
+        partials that the finishing passes read again. On an H100 (device
+        time, float32 CuPy arrays, ``axis=0``, 2026-11-27,
+        ``docs/performance/columns-parts-h100.txt``) a quarter of the
+        threads against twice them, the target before: 4096 x 4096 sum 36.6
+        us against 54.3 (PyTorch 34.8), mean 41.6 against 51.5, argmax 45.4
+        against 58.1; 8192 x 2048 sum 37.2 against 60.4; 65536 x 1024 sum
+        105.8 against 137.0 (PyTorch 117.7); 16384 x 16384 sum 354.7 against
+        367.9 (362.2)."""
         if self.tuning.max_blocks is not None:
             return self.target
-        ratio = np.dtype(acc_dtype).itemsize // np.dtype(in_dtype).itemsize
-        return max(1, self.target // min(4, max(1, ratio)))
+        threads = self.resident_warps * self.warp // COLUMNS_SHARE
+        return max(2 * self.device.sm_count, threads // block)
 
 
 def _pow2_alignment(align: int, itemsize: int, *element_offsets: int) -> int:
@@ -320,12 +343,13 @@ def _plan_strided(d, in_dtype, acc_dtype, op_key, device, tuning, initial, align
                   commutative):
     shape = _Shape(in_dtype, device, tuning)
     across = abs(d.ks) != 1 and d.M > 1 and abs(d.si) < abs(d.ks)
-    if across and d.Mi >= shape.warp:
-        return _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
-    fold = _narrow_fold(shape, d.Mi, shape.items, acc_dtype) if across and commutative else None
+    narrow = across and commutative and d.Mi < shape.warp * shape.items
+    fold = _narrow_fold(shape, d.Mi, shape.items, acc_dtype) if narrow else None
     if fold is not None and d.K >= fold[1]:  # at least one wide row
         return _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
                             fold)
+    if across and d.Mi >= shape.warp:
+        return _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped)
     return _plan_rows(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
                       commutative)
 
@@ -505,8 +529,11 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,
     block = shape.narrow_block(-(-d.Mi // items))
     tiles = -(-d.Mi // (block * items))
     blocks = d.Mo * tiles
-    parts = _whole_parts(d.K, shape.parts(blocks, d.K, ROWS,
-                                          shape.columns_target(in_dtype, acc_dtype)))
+    parts = shape.parts(blocks, d.K, ROWS, shape.columns_target(block))
+    if len(acc_dtype.names or ()) > 2 and shape.tuning.max_blocks is None:
+        resident = max(1, shape.device.max_grid(block) // blocks)  # parts, every block resident
+        parts = max(parts, min(-(-d.K // HEAVY_ROWS), resident))
+    parts = _whole_parts(d.K, parts)
     split = parts > 1
     spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, "block", "rows", unit, split, initial and not split,
@@ -559,7 +586,7 @@ def _columns_plan(d, spec: BatchSpec, grid: int, parts: int, grain: int, shape: 
 
         # cut into parts again where the finishing grid would leave SMs idle
         rows, src = parts, first_out
-        sub = 1 if fin.narrow else _finish_parts(fgrid, rows, d.M, acc_dtype, shape)
+        sub = 1 if fin.narrow else _finish_parts(fgrid, rows, shape)
         if sub > 1:
             mid = dataclasses.replace(fin, split=True, initial=False)
             mid_out = Ref("partials2", 0, d.M * sub)
@@ -574,19 +601,21 @@ def _columns_plan(d, spec: BatchSpec, grid: int, parts: int, grain: int, shape: 
 
 #: rows of partials a part of an intermediate finishing pass reads, at least
 FINISH_ROWS = 8
-#: partials (bytes) below which a finishing pass goes without an intermediate
-#: one: a launch costs a few microseconds, about what a few blocks take to
-#: read this much (an estimate; the cases measured had 8-16 MiB of partials)
-FINISH_MIN_BYTES = 512 * 1024
 
 
-def _finish_parts(fgrid: int, rows: int, outputs: int, acc_dtype, shape: _Shape) -> int:
-    """Parts of an intermediate pass over ``rows`` rows of ``outputs``
-    partials whose finishing pass has ``fgrid`` blocks, or 1 for none: where
-    those blocks are fewer than the SMs and the partials hold
-    :data:`FINISH_MIN_BYTES` or more, the rows are cut into parts of at least
+def _finish_parts(fgrid: int, rows: int, shape: _Shape) -> int:
+    """Parts of an intermediate pass over ``rows`` rows of partials whose
+    finishing pass has ``fgrid`` blocks, or 1 for none: where those blocks are
+    fewer than the SMs, the rows are cut into parts of at least
     :data:`FINISH_ROWS` rows, enough for two blocks an SM, if that makes four
-    parts or more; the finishing pass then reads one row a part.
+    parts or more; the finishing pass then reads one row a part. A thread of
+    the finishing pass walks its rows one after the other, so a long walk costs
+    more than a launch however few bytes the partials hold: on an H100
+    (2026-11-27, ``docs/performance/columns-parts-h100.txt``) a sum of the
+    columns of 1048576 x 32 float32 took 289.5 us with one block walking 2048
+    rows of 32 partials (256 KiB) and 88.1 with an intermediate pass
+    (PyTorch 95.4 in another run), of 4194304 x 48 545.3 against 301.1;
+    before, only partials of 512 KiB or more had an intermediate pass.
 
     On an H200 (device time of calls back to back, float32 4096 x 4096 along
     ``axis=0``, one run) the finishing pass alone held the call back: a sum's
@@ -597,8 +626,7 @@ def _finish_parts(fgrid: int, rows: int, outputs: int, acc_dtype, shape: _Shape)
     with 128 parts, 72.0 with 32)."""
     sms = shape.device.sm_count
     limit = min(-(-2 * sms // fgrid), rows // FINISH_ROWS)
-    small = rows * outputs * np.dtype(acc_dtype).itemsize < FINISH_MIN_BYTES
-    if fgrid >= sms or limit < 4 or small:
+    if fgrid >= sms or limit < 4:
         return 1
     return _whole_parts(rows, limit)
 

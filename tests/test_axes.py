@@ -363,7 +363,7 @@ GPU_DEVICE = batchplanner.DeviceInfo("h100-like", ("g",), 132, 2048, 32, 32, 256
     (SIM_DEVICE, (50, 40), 0, "columns", "block", 4),
     (SIM_DEVICE, (9, 70), 0, "columns", "block", 3),     # parts of 3 rows
     (GPU_DEVICE, (2**14, 2**14), 1, "rows", "block", 1),
-    (GPU_DEVICE, (2**14, 2**14), 0, "columns", "block", 132),
+    (GPU_DEVICE, (2**14, 2**14), 0, "columns", "block", 17),  # 272 blocks: 2 an SM
     (GPU_DEVICE, (2**20, 100), 1, "rows", "lanes16", 1),  # 8 items a lane from 16
     (GPU_DEVICE, (2**20, 300), 1, "rows", "warp", 1),
     (GPU_DEVICE, (2**24, 16), 1, "rows", "lanes2", 1),   # the issue's tall-skinny case
@@ -393,6 +393,37 @@ def test_kernel_kinds(device, shape, axis, kind, group, parts):
         # aligned rows of float32: 16-byte loads (rows of 9 or 65: scalar)
         assert plan.spec.vector == (4 if shape[-1] % 4 == 0 else 1)
     assert plan.grid < 2**31
+
+
+@pytest.mark.parametrize("shape,fields,parts", [
+    ((4096, 4096), 1, 66),        # 4 tiles of 1024 columns: 264 blocks, 2 an SM
+    ((16384, 16384), 1, 17),      # 16 tiles: 272 blocks
+    ((16384, 16384), 4, 32),      # var's summaries: parts of at most HEAVY_ROWS rows
+    ((4096, 4096), 4, 66),        # parts short enough already
+    ((16384, 16384), 2, 17),      # mean's (count, sum), argmax's (value, index): as a sum
+    ((2**20, 32), 1, 2110),       # blocks of a warp: a quarter of the threads, in blocks
+    ((2**24, 64), 4, 4224),       # heavy and long: as many parts as blocks stay resident
+    ((1024, 65536), 1, 5),        # 64 tiles
+])
+def test_split_columns_aim_at_a_quarter_of_the_threads(shape, fields, parts):
+    """A split columns pass aims at a quarter of the threads the GPU holds (two
+    blocks of 256 threads an SM, at least two blocks an SM), since each thread
+    keeps rows of loads in flight; an accumulator of more than two fields (var)
+    is cut into parts of at most ``HEAVY_ROWS`` rows, up to every block
+    resident. ``max_blocks`` overrides both."""
+    acc = np.dtype([(f"f{i}", np.float64) for i in range(fields)]) if fields > 1 else \
+        np.dtype(np.float32)
+    d = axes_mod.describe(shape, (4 * shape[1], 4), 4, (0,))
+
+    def plan(tuning):
+        return batchplanner.plan_strided(d, np.dtype(np.float32), acc, ("builtin", "add"),
+                                         GPU_DEVICE, tuning, align=16, mapped=fields > 1)
+
+    assert plan(Tuning()).parts == parts
+    forced = plan(Tuning(max_blocks=2112))
+    tiles = -(-shape[1] // (forced.spec.block * forced.spec.items))
+    assert forced.parts == batchplanner._whole_parts(shape[0], min(-(-2112 // tiles),
+                                                                    -(-shape[0] // 4)))
 
 
 def test_a_warp_a_row_keeps_lane_accumulators_for_commutative_ops_only():
@@ -568,26 +599,15 @@ def test_generated_source_keeps_order_and_64_bit_indices():
 # Split columns whose finishing pass would leave SMs idle: an intermediate pass
 
 
-@pytest.fixture
-def no_partials_floor(monkeypatch):
-    """The intermediate finishing pass at any size of partials (the
-    simulator's inputs are far below ``FINISH_MIN_BYTES``); plans made with
-    it are forgotten before and after."""
-    batchplanner.clear_plans()
-    monkeypatch.setattr(batchplanner, "FINISH_MIN_BYTES", 0)
-    yield
-    batchplanner.clear_plans()
-
-
-@pytest.mark.parametrize("shape,sub", [((4096, 4096), 64), ((300, 4096), 9), ((64, 4096), 0),
-                                       ((16, 2**24), 0), ((128, 32), 0), ((1024, 256), 0)])
+@pytest.mark.parametrize("shape,sub", [((4096, 4096), 8), ((300, 4096), 7), ((64, 4096), 0),
+                                       ((16, 2**24), 0), ((128, 32), 4), ((1024, 256), 32)])
 def test_split_columns_finish_through_an_intermediate_pass(shape, sub):
-    """Where a split columns pass's finishing grid is below the SMs and its
-    partials hold FINISH_MIN_BYTES or more, their rows are cut into parts
-    again (``batchplanner._finish_parts``): parts of at least FINISH_ROWS
-    rows, about two blocks an SM, four parts at least; the last pass reads one
-    row a part. Otherwise (few or small partials, or a narrow finish) two
-    passes, as before; ``describe_plan`` names the intermediate pass."""
+    """Where a split columns pass's finishing grid is below the SMs, its
+    partials' rows are cut into parts again (``batchplanner._finish_parts``),
+    however few bytes they hold: parts of at least FINISH_ROWS rows, about two
+    blocks an SM, four parts at least; the last pass reads one row a part.
+    Otherwise (few rows of partials, or a narrow finish) two passes;
+    ``describe_plan`` names the intermediate pass."""
     x = np.broadcast_to(np.float32(0), shape)
     d = axes_mod.describe(shape, (4 * shape[1], 4), 4, (0,))
     plan = batchplanner.plan_strided(d, x.dtype, x.dtype, ("builtin", "add"), GPU_DEVICE,
@@ -610,8 +630,8 @@ def test_split_columns_finish_through_an_intermediate_pass(shape, sub):
 
 
 # 40 columns of 300 rows in 60 parts (max_blocks=64) finish in one block,
-# fewer than the SMs of the simulator (2) and of a GPU: without the floor on
-# the partials' bytes, an intermediate pass cuts them into parts
+# fewer than the SMs of the simulator (2) and of a GPU: an intermediate pass
+# cuts them into parts
 THREE_PASSES = Tuning(max_blocks=64)
 
 
@@ -623,7 +643,6 @@ def _three_passes_body(lib):
             lib.sum(lib.asarray(data % 1000), axis=0), lib.min(lib.asarray(f), axis=0))
 
 
-@pytest.mark.usefixtures("no_partials_floor")
 @pytest.mark.parametrize("on_device", [False, True])
 def test_three_pass_columns_keep_order_and_finish(gpu_backend, on_device):
     """The three passes give NumPy's answers: an operator that does not commute

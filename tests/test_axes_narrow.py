@@ -188,6 +188,31 @@ def test_finish_with_full_wide_rows(backend):
     _same(pyreduce.argmax(x, axis=0, **kw), x.argmax(axis=0))
 
 
+#: rows of a warp's outputs or more that still take the narrow kernel: fewer
+#: than a warp's loads (``warp * items``: 128 float32 or int32, 512 int8).
+#: Rows of 100 and 200 have more outputs than the simulator tuning's block of
+#: 64 threads, which then write several outputs each.
+WARP_WIDE = [(np.float32, 32), (np.float32, 100), (np.int32, 48), (np.int8, 100),
+             (np.int8, 200)]
+
+
+@pytest.mark.parametrize("dtype,M", WARP_WIDE)
+def test_warp_wide_rows_take_the_narrow_kernel(backend, dtype, M):
+    """Rows of outputs as wide as a warp but under a warp's loads: the narrow
+    kernel (wide rows, every lane loading), on the simulator and an H100-like
+    device; from a warp's loads on, and for an op that does not commute, the
+    columns kernel. Results against NumPy with leftover rows and
+    parts."""
+    g = wide_rows(M, dtype)
+    assert _plan((2**16, M), 0, dtype, SIM_DEVICE, SIM_TUNING).spec.narrow
+    assert _plan((2**20, M), 0, dtype).spec.narrow
+    loads = 32 * (16 // np.dtype(dtype).itemsize)  # a warp of 16-byte items
+    assert not _plan((2**20, loads), 0, dtype).spec.narrow
+    assert not _plan((2**20, M), 0, dtype, commutative=False).spec.narrow
+    for K in (g + 1, 9 * g - 1):
+        _as_numpy(_data((K, M), dtype, seed=K + M), 0, backend)
+
+
 @pytest.mark.parametrize("M", [3, 16])
 def test_non_commutative_op_keeps_order(backend, M):
     """The affine composition (associative, not commutative) along axis 0 of

@@ -22,9 +22,9 @@ With ``split`` (``parts > 1``: few outputs, many rows) block part ``p`` writes
 ``parts`` rows of ``M`` partials (``off = so = 0``, ``si = 1``, ``ks = M``). With
 ``initial`` each output is ``op(init[0], fold)``.
 
-Narrow columns (``narrow``: fewer outputs ``Mi`` than a warp, commutative ops
-only): a row of ``Mi`` outputs would leave most of a warp idle and its loads
-short, so the kernel reads ``g = grain`` consecutive rows as one *wide row* of
+Narrow columns (``narrow``: fewer outputs ``Mi`` than a warp's loads,
+commutative ops only): a row of ``Mi`` outputs would leave most of a warp idle
+and its loads short, so the kernel reads ``g = grain`` consecutive rows as one *wide row* of
 ``W = g * Mi`` columns (the planner makes ``W`` a multiple of ``items`` and at
 most :func:`fold_width`): column ``c`` of wide row ``w`` is element ``c % Mi``
 of row ``w * g + c // Mi``. Where the rows are adjacent (``unit``: ``si == 1``
@@ -37,9 +37,10 @@ K // g`` full ones, ``R = ceil(Kw / parts)``; the last part also folds the
 columns. The block then folds its ``g`` groups of ``Mi`` columns into ``Mi``
 values in shared memory (a tree, which reorders: hence commutative ops only)
 and writes them as the columns kernel writes outputs (``out[part * M + m]``
-with ``split``). The finishing pass reads those ``parts`` rows of ``M``
-partials as one row of ``M`` outputs (``Mi = M``): this kernel again, with
-``finish``, where ``M`` is below a warp, else the columns kernel.
+with ``split``), each thread every ``block``-th output from its index on. The
+finishing pass reads those ``parts`` rows of ``M`` partials as one row of ``M``
+outputs (``Mi = M``): this kernel again, with ``finish``, where ``M`` is below
+a warp, else the columns kernel.
 
 With an element map (``mapped``) the element of row ``k`` is reduced as
 ``fmap(k, element)``: its position in the output's lane, whatever part it lies
@@ -320,9 +321,11 @@ def _narrow(spec: BatchSpec, dialect, name: str) -> str:
         ${stores}
             ${sync}
         ${fold}
-            if tid < Mi:
+            o = tid
+            while o < Mi:
                 v = ${result}
         ${write}
+                o += ${B}
         """,
         decorator=dialect.decorator(spec.block), name=name,
         args=", ".join(arguments("rows")), tid=dialect.thread_idx(), bid=dialect.block_idx(),
@@ -335,8 +338,8 @@ def _narrow(spec: BatchSpec, dialect, name: str) -> str:
         stores=snippet("\n".join(f"if r{j} < count:\n" + snippet(s, 1)
                                  for j, s in enumerate(shared)), 2),
         sync=dialect.syncthreads(), fold=snippet(_fold_groups(spec, dialect), 1),
-        result=shared_load(spec, "S", "tid"),
-        write=snippet(_write(spec, "mo * Mi + tid", "v"), 2),
+        result=shared_load(spec, "S", "o"), B=spec.block,
+        write=snippet(_write(spec, "mo * Mi + o", "v"), 2),
     )
 
 
