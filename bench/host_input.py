@@ -80,16 +80,14 @@ def copies(nbytes: int = 256 << 20) -> dict:
         stream.synchronize()
 
     cpu = get("cpu")
-    pool = cpu._executor()
+    crew = cpu.crew()
 
     def stage(threads):
         parts = np.array_split(np.arange(host.size), threads)
 
         def run():
-            futures = [pool.submit(np.copyto, pinned[p[0]:p[-1] + 1], host[p[0]:p[-1] + 1])
-                       for p in parts if p.size]
-            for f in futures:
-                f.result()
+            crew.map(np.copyto, [(pinned[p[0]:p[-1] + 1], host[p[0]:p[-1] + 1])
+                                 for p in parts if p.size], threads)
 
         return run
 

@@ -263,6 +263,40 @@ def test_non_contiguous_inputs_stream_in_c_order(chunks):
         assert pyreduce.sum(v, **SIM) == v.sum()
 
 
+def test_chunks_staged_in_pieces_by_the_crew_keep_c_order(chunks, monkeypatch):
+    """Pieces of 16 bytes: each chunk of a strided input is copied into its
+    pinned buffer by several of the cpu backend's threads, and an ordered op
+    still sees C order; so does an upload of the whole input (a result that
+    stays on the device)."""
+    monkeypatch.setattr(staging, "COPY_PIECE_BYTES", 16)
+    monkeypatch.setattr(staging.cpu_backend(), "threads", 2)
+    seen = []
+    real = staging._copy_range
+
+    def copy_range(x, lo, hi, dst):
+        seen.append((lo, hi))
+        real(x, lo, hi, dst)
+
+    monkeypatch.setattr(staging, "_copy_range", copy_range)
+    chunks_staged = []
+    stage = staging.Stager.stage
+    monkeypatch.setattr(staging.Stager, "stage",
+                        lambda st, *a: chunks_staged.append(a) or stage(st, *a))
+    a = affine_data(23 * 19, seed=8).reshape(23, 19)
+    for v in (a[::-2, 1:], a.T[3:]):
+        seen.clear()
+        chunks_staged.clear()
+        assert pyreduce.reduce(v, affine, **SIM) == functools.reduce(affine, v.ravel())
+        assert len(chunks_staged) > 1 and len(seen) == 2 * len(chunks_staged)  # two threads
+        covered = sorted(seen)
+        assert covered[0][0] == 0 and covered[-1][1] == v.size
+        assert all(p[1] == q[0] for p, q in zip(covered, covered[1:]))
+        seen.clear()
+        got = pyreduce.reduce(v, affine, device_result=True, **SIM)  # one upload
+        assert np.asarray(got.copy_to_host()).reshape(()) == functools.reduce(affine, v.ravel())
+        assert len(seen) > 1
+
+
 def test_argmax_streamed_has_global_indices(chunks):
     x = np.zeros(150)  # chunks of 32 elements: ties in chunks 1 and 3
     x[[40, 100]] = 3.0

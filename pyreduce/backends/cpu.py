@@ -30,7 +30,6 @@ The generated folds serve every other op.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import threading
 import weakref
@@ -158,7 +157,6 @@ class CpuBackend:
         """Start without threads: a new backend, or one in a child of ``fork()``,
         where the parent's threads do not exist (work sent to them would wait
         forever) and a lock another thread held at the fork stays held."""
-        self._pool = None
         self._crew = None
         self._pool_lock = threading.Lock()
 
@@ -177,16 +175,6 @@ class CpuBackend:
         still refused)."""
         check_stream(stream)
         return None
-
-    def _executor(self):
-        """A ``concurrent.futures`` pool, for work handed over as it comes (the
-        staging of host inputs, :mod:`pyreduce.backends.staging`)."""
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    self.threads, thread_name_prefix="pyreduce-cpu"
-                )
-            return self._pool
 
     def fold(self, monoid):
         """The compiled ``fold(x, lo, hi)`` for ``monoid``."""

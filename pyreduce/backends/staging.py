@@ -6,12 +6,23 @@ machine, against 55 GB/s from pinned memory. So a host input on a GPU backend
 is copied in chunks of its C-order flattening through a few pinned buffers
 (*slots*), each with a device buffer of the same size:
 
-1. the host threads (the cpu backend's pool) copy chunk ``c + 1`` of the user's
-   array into a free slot's pinned buffer (``np.copyto``), while
+1. the host threads (the cpu backend's crew, the calling thread among them)
+   copy chunk ``c + 1`` of the user's array into a free slot's pinned buffer
+   (``np.copyto``, in pieces of at least :data:`COPY_PIECE_BYTES`), while
 2. the copy stream moves chunk ``c`` from its pinned buffer to the slot's device
    buffer, and
 3. the compute stream reduces chunk ``c - 1`` into one partial, once the copy
    stream's event says it has arrived.
+
+Chunks and pieces are large because every hand-off costs the host: on an H100
+machine (16 cores, float64, 800 MB, 2026-11-27,
+``docs/performance/host-stages-h100.txt``) the staging alone ran at 9.4 GB/s
+in 8 MiB chunks of 16 pieces, 21.4 in 8 pieces and 31.0 in 32 MiB chunks of 8
+pieces (the threads take the GIL to start and end each piece), and each call
+that queued an 8 MiB chunk's copy took 0.27-0.31 ms of the host's time. The
+streamed ``sum`` went from 6.3 GB/s (8 MiB chunks, 1 MiB pieces handed to a
+pool of threads) to 17.6 on another such machine, where the copy from pinned
+memory alone ran at 52 GB/s and the cpu backend read the array at 74 GB/s.
 
 Events order the reuse: a pinned buffer is refilled once the host has seen its
 last copy's event, a device buffer once the copy stream has seen its last
@@ -55,7 +66,7 @@ __all__ = ["CHUNK_BYTES", "MIN_CHUNK_BYTES", "SLOTS", "COPY_PIECE_BYTES", "DIREC
            "upload", "reset"]
 
 #: The largest chunk, in bytes: the size of each slot's pinned and device buffer.
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 32 << 20
 #: The smallest chunk, in bytes (the last of an input may be shorter). Between
 #: the two, an input is cut into about :data:`CHUNKS` chunks, a power of two in
 #: bytes each, so that even a small input's copy overlaps its staging.
@@ -66,9 +77,10 @@ CHUNKS = 8
 #: the one before that reduced.
 SLOTS = 3
 #: The least part of a chunk one host thread copies into the pinned buffer.
-COPY_PIECE_BYTES = 1 << 20
-#: Idle stagers kept per device, and the most per device at once.
-KEPT, MOST = 2, 4
+COPY_PIECE_BYTES = 4 << 20
+#: Idle stagers kept per device (each holds :data:`SLOTS` pinned buffers of
+#: :data:`CHUNK_BYTES`), and the most per device at once.
+KEPT, MOST = 1, 4
 #: Inputs of at most this many bytes are copied straight from the user's array
 #: (the driver stages them itself) and reduced as device inputs are: for them
 #: the pipeline's events and hand-offs cost more than the faster copy saves.
@@ -148,44 +160,36 @@ class Stager:
 
     # --- the host side: the user's array into the pinned buffers
 
-    def stage(self, x: np.ndarray, lo: int, hi: int, slot: int, pool, threads: int):
-        """Start copying elements ``lo:hi`` of ``x`` into ``slot``'s pinned
-        buffer, in up to ``threads`` parts on ``pool()``; returns the futures
-        (none when it was small enough to copy here and now)."""
+    def stage(self, x: np.ndarray, lo: int, hi: int, slot: int) -> None:
+        """Copy elements ``lo:hi`` of ``x`` into ``slot``'s pinned buffer, in
+        pieces of at least :data:`COPY_PIECE_BYTES` shared by the cpu
+        backend's crew of threads (the caller among them)."""
+        cpu = cpu_backend()
         dst = self.pinned[slot][:(hi - lo) * x.itemsize].view(x.dtype)
-        parts = max(1, min(threads, (hi - lo) * x.itemsize // COPY_PIECE_BYTES))
+        parts = max(1, min(cpu.threads, (hi - lo) * x.itemsize // COPY_PIECE_BYTES))
         if parts == 1:
             _copy_range(x, lo, hi, dst)
-            return []
+            return
         bounds = [lo + (hi - lo) * p // parts for p in range(parts + 1)]
-        executor = pool()
-        return [executor.submit(_copy_range, x, a, b, dst[a - lo:b - lo])
-                for a, b in zip(bounds, bounds[1:])]
+        cpu.crew().map(_copy_range, [(x, a, b, dst[a - lo:b - lo])
+                                     for a, b in zip(bounds, bounds[1:])])
 
     def _chunks(self, x: np.ndarray, size: int):
         """``(index, lo, hi, slot)`` of each chunk of ``size`` elements once its
-        elements are in the slot's pinned buffer; the next chunk is being
-        staged meanwhile. The device buffer of the slot is free for it once the
-        copy stream waits for ``self.reduced[slot]``."""
-        cpu = cpu_backend()
-        pool, threads = cpu._executor, cpu.threads
+        elements are in the slot's pinned buffer; once the caller has queued
+        the chunk's copy, the next chunk is staged while that copy runs. The
+        device buffer of the slot is free for it once the copy stream waits for
+        ``self.reduced[slot]``."""
         n = x.size
         count = -(-n // size)
-        pending = self.stage(x, 0, min(size, n), 0, pool, threads)
-        try:
-            for c in range(count):
-                for f in pending:
-                    f.result()
-                pending = []
-                lo, hi = c * size, min(n, (c + 1) * size)
-                if c + 1 < count:
-                    nxt = (c + 1) % SLOTS
-                    self.copied[nxt].synchronize()  # its pinned buffer was copied out
-                    pending = self.stage(x, hi, min(n, hi + size), nxt, pool, threads)
-                yield c, lo, hi, c % SLOTS
-        finally:  # an error midway: no copy may still write into the buffers
-            for f in pending:
-                f.exception()
+        self.stage(x, 0, min(size, n), 0)
+        for c in range(count):
+            lo, hi = c * size, min(n, (c + 1) * size)
+            yield c, lo, hi, c % SLOTS
+            if c + 1 < count:
+                nxt = (c + 1) % SLOTS
+                self.copied[nxt].synchronize()  # its pinned buffer was copied out
+                self.stage(x, hi, min(n, hi + size), nxt)
 
     def _send(self, slot: int, dst, nbytes: int) -> None:
         """The slot's first ``nbytes`` of pinned memory to the device array
