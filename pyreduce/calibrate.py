@@ -149,7 +149,7 @@ def cheap_numbers(backend) -> dict:
     out = {}
     with staging.stager(backend) as st:
         slot = st.slot_bytes
-        half = src[: slot // 8]
+        one = src[: slot // 8]  # what one slot holds of the sample
 
         def send():
             for k in range(staging.SLOTS):
@@ -157,10 +157,10 @@ def cheap_numbers(backend) -> dict:
             st.copy_stream.synchronize()
 
         def stage():
-            st.stage(half, 0, half.size, 0)
+            st.stage(one, 0, one.size, 0)
 
         out["h2d_GBps"] = staging.SLOTS * slot / best_seconds(send) / 1e9
-        out["stage_GBps"] = half.nbytes / best_seconds(stage) / 1e9
+        out["stage_GBps"] = one.nbytes / best_seconds(stage) / 1e9
         # one smallest chunk through the slots, less the time of its bytes: what
         # every chunk costs the host beyond its copies
         chunk = src[: staging.MIN_CHUNK_BYTES // 8]

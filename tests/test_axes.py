@@ -658,7 +658,14 @@ def test_three_pass_columns_keep_order_and_finish(gpu_backend, on_device):
     assert plan.passes == 3, batchplanner.describe_plan(plan)
     check(_three_passes_body, gpu_backend, on_device, tol=1e-5,
           options=dict(tuning=THREE_PASSES))
-    f = np.random.default_rng(23).standard_normal((300, 40)).astype(np.float32)
+    # 140 columns, a warp's loads and more: the structured (commutative) calls
+    # take the columns kernel's three passes too (rows of 40 go narrow)
+    wide = batchplanner.plan_strided(axes_mod.describe((300, 140), (4 * 140, 4), 4, (0,)),
+                                     np.dtype(np.float32), np.dtype(np.float32),
+                                     ("builtin", "add"), device, THREE_PASSES, align=16,
+                                     commutative=True)
+    assert wide.passes == 3 and not wide.spec.narrow, batchplanner.describe_plan(wide)
+    f = np.random.default_rng(23).standard_normal((300, 140)).astype(np.float32)
     x = to_device(f) if on_device else f
     kw = dict(axis=0, backend=gpu_backend, tuning=THREE_PASSES)
     for name, want, tol in [("mean", f.astype(np.float64).mean(axis=0), 1e-6),

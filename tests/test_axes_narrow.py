@@ -213,6 +213,17 @@ def test_warp_wide_rows_take_the_narrow_kernel(backend, dtype, M):
         _as_numpy(_data((K, M), dtype, seed=K + M), 0, backend)
 
 
+def test_warp_wide_middle_axis(backend):
+    """The middle axis of ``(3, K, 40)``: three blocks of 40 outputs side by
+    side, each more than the simulator's warp and fewer than its loads, with
+    parts and leftover rows."""
+    tuning = SIM_TUNING.replace(max_blocks=9)
+    K = 9 * wide_rows(40, np.float32) + 1
+    plan = _plan((3, K, 40), 1, np.float32, SIM_DEVICE, tuning)
+    assert plan.spec.narrow and plan.parts == 3
+    _as_numpy(_data((3, K, 40), np.float32, seed=K), 1, backend, tuning)
+
+
 @pytest.mark.parametrize("M", [3, 16])
 def test_non_commutative_op_keeps_order(backend, M):
     """The affine composition (associative, not commutative) along axis 0 of

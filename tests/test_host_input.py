@@ -297,6 +297,27 @@ def test_chunks_staged_in_pieces_by_the_crew_keep_c_order(chunks, monkeypatch):
         assert len(seen) > 1
 
 
+def test_a_piece_that_fails_midway_leaves_the_stager_whole(chunks, monkeypatch):
+    """A copy piece that raises in the third chunk: the error reaches the
+    caller once the other pieces are done, and the stager, given back, serves
+    the next call right."""
+    monkeypatch.setattr(staging, "COPY_PIECE_BYTES", 16)
+    monkeypatch.setattr(staging.cpu_backend(), "threads", 2)
+    real, calls = staging._copy_range, []
+
+    def copy_range(x, lo, hi, dst):
+        calls.append(lo)
+        if len(calls) == 5:
+            raise MemoryError("a piece failed")
+        real(x, lo, hi, dst)
+
+    monkeypatch.setattr(staging, "_copy_range", copy_range)
+    x = affine_data(300, seed=10)
+    with pytest.raises(MemoryError, match="a piece failed"):
+        pyreduce.reduce(x, affine, **SIM)
+    assert pyreduce.reduce(x, affine, **SIM) == functools.reduce(affine, x)
+
+
 def test_argmax_streamed_has_global_indices(chunks):
     x = np.zeros(150)  # chunks of 32 elements: ties in chunks 1 and 3
     x[[40, 100]] = 3.0
