@@ -403,6 +403,26 @@ def test_concurrent_calls_share_at_most_most_stagers(chunks, monkeypatch):
     assert 1 <= len(made) <= 2
 
 
+def test_stagers_are_as_large_as_their_chunks(chunks, monkeypatch):
+    """A small input's stager has slots of its chunk, not of CHUNK_BYTES; a
+    larger input, with one stager at most, replaces the idle one that is too
+    small; the small input then reuses the larger one."""
+    monkeypatch.setattr(staging, "MOST", 1)
+    sizes = []
+    real = staging.Stager.__init__
+
+    def counting(self, backend, nbytes=staging.CHUNK_BYTES):
+        sizes.append(nbytes)
+        real(self, backend, nbytes)
+
+    monkeypatch.setattr(staging.Stager, "__init__", counting)
+    small, large = affine_data(20, seed=1), affine_data(300, seed=2)
+    for x in (small, large, small):
+        assert pyreduce.reduce(x, affine, **SIM) == functools.reduce(affine, x)
+    assert sizes == [staging.slot_bytes(20, 8), staging.CHUNK_BYTES]
+    assert staging.slot_bytes(20, 8) < staging.CHUNK_BYTES
+
+
 def _reduce_at_once(xs, keywords):
     """Reduce each of ``xs`` with ``affine`` in its own thread, all at once."""
     results = [None] * len(xs)

@@ -38,8 +38,12 @@ through the same slots into one device array of the whole input
 (:meth:`Stager.upload`), which is reduced as a device input is.
 
 A :class:`Stager` (its slots, two streams and their events) serves one call at a
-time. Stagers are made on first use, kept per device (at most :data:`KEPT` idle,
-at most :data:`MOST` at once: a further call waits for one) and released at exit.
+time. Its slots are as large as the call's chunks (:func:`slot_bytes`), so a
+small input does not pin :data:`CHUNK_BYTES` three times over; a call takes an
+idle stager whose slots hold its chunks, else makes one. Stagers are made on
+first use, kept per device (at most :data:`KEPT` idle, at most :data:`MOST` at
+once: a further call waits for one, or replaces an idle one too small for it)
+and released at exit.
 
 The code is Numba's CUDA API only (``pinned_array``, ``stream``, ``event``,
 ``copy_to_device``), so the simulator runs it too: there the copies are
@@ -62,8 +66,8 @@ from .cpu import shared as cpu_backend
 from .cpu_parallel import combine, reads_index, shift_index, shifts_index
 
 __all__ = ["CHUNK_BYTES", "MIN_CHUNK_BYTES", "SLOTS", "COPY_PIECE_BYTES", "DIRECT_BYTES",
-           "Stager", "Streamed", "chunk_elements", "streamable", "stager", "c_order_pieces",
-           "upload", "reset"]
+           "Stager", "Streamed", "chunk_elements", "slot_bytes", "streamable", "stager",
+           "c_order_pieces", "upload", "reset"]
 
 #: The largest chunk, in bytes: the size of each slot's pinned and device buffer.
 CHUNK_BYTES = 32 << 20
@@ -78,8 +82,8 @@ CHUNKS = 8
 SLOTS = 3
 #: The least part of a chunk one host thread copies into the pinned buffer.
 COPY_PIECE_BYTES = 4 << 20
-#: Idle stagers kept per device (each holds :data:`SLOTS` pinned buffers of
-#: :data:`CHUNK_BYTES`), and the most per device at once.
+#: Idle stagers kept per device (each holds :data:`SLOTS` pinned buffers of up
+#: to :data:`CHUNK_BYTES`), and the most per device at once.
 KEPT, MOST = 1, 4
 #: Inputs of at most this many bytes are copied straight from the user's array
 #: (the driver stages them itself) and reduced as device inputs are: for them
@@ -96,6 +100,12 @@ def chunk_elements(n: int, itemsize: int, largest: int | None = None) -> int:
     want = max(1, -(-n * itemsize // CHUNKS))
     size = min(largest, max(smallest, 1 << (want - 1).bit_length()))
     return max(1, size // itemsize)
+
+
+def slot_bytes(n: int, itemsize: int) -> int:
+    """The bytes of the slots that stage ``n`` elements of ``itemsize``
+    bytes: one chunk's (:func:`chunk_elements`)."""
+    return chunk_elements(n, itemsize) * itemsize
 
 
 def streamable(monoid, fixed_tree: bool) -> bool:
@@ -210,7 +220,8 @@ class Stager:
         return."""
         gpu, dt = self.backend.gpu, x.dtype
         out = gpu.device_array(x.size, dtype=dt)
-        chunks = contextlib.closing(self._chunks(x, self.slot_bytes // dt.itemsize))
+        size = chunk_elements(x.size, dt.itemsize, self.slot_bytes)
+        chunks = contextlib.closing(self._chunks(x, size))
         try:
             with chunks as each:
                 for _, lo, hi, slot in each:
@@ -269,15 +280,26 @@ class _Stagers:
         self.idle: list = []
         self.made = 0
 
-    def take(self, backend) -> Stager:
+    def take(self, backend, nbytes: int) -> Stager:
+        """An idle stager whose slots hold ``nbytes`` (the smallest such), else a
+        new one of ``nbytes`` slots: while :data:`MOST` exist, an idle one too
+        small is dropped for it, or the call waits for one to come back."""
         with self.cond:
-            while not self.idle and self.made >= MOST:
+            while True:
+                fit = [st for st in self.idle if st.slot_bytes >= nbytes]
+                if fit:
+                    st = min(fit, key=lambda st: st.slot_bytes)
+                    self.idle.remove(st)
+                    return st
+                if self.made >= MOST and self.idle:
+                    self.idle.pop(0)  # too small: its buffers go as Numba frees them
+                    self.made -= 1
+                if self.made < MOST:
+                    break
                 self.cond.wait()
-            if self.idle:
-                return self.idle.pop()
             self.made += 1
         try:
-            return Stager(backend)
+            return Stager(backend, nbytes)
         except BaseException:
             with self.cond:
                 self.made -= 1
@@ -299,17 +321,19 @@ _ORPHANS: list = []  # a forked child's inherited stagers, never touched
 
 
 class stager:
-    """``with stager(backend) as st:`` a :class:`Stager` of the current device
-    for the block, given back after it."""
+    """``with stager(backend, nbytes) as st:`` a :class:`Stager` of the current
+    device whose slots hold ``nbytes`` (default :data:`CHUNK_BYTES`) for the
+    block, given back after it."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, nbytes: int | None = None):
         key = (backend.name, backend.device_id())
         with _lock:
             self._pool = _STAGERS.get(key) or _STAGERS.setdefault(key, _Stagers())
         self._backend = backend
+        self._nbytes = CHUNK_BYTES if nbytes is None else nbytes
 
     def __enter__(self) -> Stager:
-        self._st = self._pool.take(self._backend)
+        self._st = self._pool.take(self._backend, self._nbytes)
         return self._st
 
     def __exit__(self, *exc):
@@ -345,7 +369,7 @@ def upload(backend, x: np.ndarray):
     has at most :data:`DIRECT_BYTES`, else through a stager."""
     if x.nbytes <= DIRECT_BYTES:
         return backend.gpu.to_device(np.ascontiguousarray(x).reshape(-1))
-    with stager(backend) as st:
+    with stager(backend, slot_bytes(x.size, x.itemsize)) as st:
         return st.upload(x)
 
 
@@ -375,5 +399,5 @@ class Streamed:
 
     def __call__(self, x: np.ndarray, initial=None):
         """The accumulated value of the host array ``x``, then ``op(initial, .)``."""
-        with stager(self.backend) as st:
+        with stager(self.backend, self.chunk * storage(self.in_dtype).itemsize) as st:
             return st.reduce(x, self.monoid, initial, self.plan, self.device)
