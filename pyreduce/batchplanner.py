@@ -47,8 +47,10 @@ not, and a row of outputs fills a warp; for a commutative op, a warp's loads:
 a warp of ``items`` outputs each)
     a thread per ``items`` neighbouring outputs, walking the reduced index in
     order: each warp's loads of a row are adjacent. When the outputs give fewer
-    blocks than twice the resident ones, the reduced range is cut into parts (a
-    block row each) and the same kernel reduces the parts' partials; where
+    blocks than :meth:`_Shape.columns_target` (a quarter of the threads the GPU
+    holds), the reduced range is cut into parts (a block row each; var's parts
+    at most :data:`HEAVY_ROWS` rows) and the same kernel reduces the parts'
+    partials; where
     that finishing pass would have fewer blocks than the SMs, an intermediate
     pass of the same kernel cuts the partials' rows into parts again first
     (:func:`_finish_parts`).
@@ -543,7 +545,7 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,
 
 def _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
                  fold) -> BatchPlan:
-    """Rows of fewer outputs than a warp, for a commutative op: the narrow
+    """Rows of fewer outputs than a warp's loads, for a commutative op: the narrow
     columns kernel (:mod:`pyreduce.variants.columns`), ``g`` rows to a wide row
     (``fold``: :func:`_narrow_fold`), the ``K // g`` full wide rows cut into
     parts as the columns kernel cuts rows."""

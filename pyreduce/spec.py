@@ -223,10 +223,10 @@ class BatchSpec(_LaunchShape):
     mapped: bool = False
     #: lanes per segment of the ``lanes`` group (0 for every other group)
     lanes: int = 0
-    #: the ``columns`` family's kernel for rows of fewer outputs than a warp: it
-    #: reads ``grain`` rows as one wide row and folds their groups of outputs in
-    #: shared memory, which reorders (commutative ops only;
-    #: :mod:`pyreduce.variants.columns`)
+    #: the ``columns`` family's kernel for rows of fewer outputs than a warp's
+    #: loads (``warp * items``): it reads ``grain`` rows as one wide row and
+    #: folds their groups of outputs in shared memory, which reorders
+    #: (commutative ops only; :mod:`pyreduce.variants.columns`)
     narrow: bool = False
     #: the ``staged`` group's row length, a literal in its loads and its fold (0
     #: for every other group): a block's ``block`` rows are ``block * row``

@@ -299,8 +299,8 @@ def test_chunks_staged_in_pieces_by_the_crew_keep_c_order(chunks, monkeypatch):
 
 def test_a_piece_that_fails_midway_leaves_the_stager_whole(chunks, monkeypatch):
     """A copy piece that raises in the third chunk: the error reaches the
-    caller once the other pieces are done, and the stager, given back, serves
-    the next call right."""
+    caller as it was raised, and the stager, given back, serves the next call
+    right."""
     monkeypatch.setattr(staging, "COPY_PIECE_BYTES", 16)
     monkeypatch.setattr(staging.cpu_backend(), "threads", 2)
     real, calls = staging._copy_range, []

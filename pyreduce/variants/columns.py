@@ -23,9 +23,9 @@ With ``split`` (``parts > 1``: few outputs, many rows) block part ``p`` writes
 ``initial`` each output is ``op(init[0], fold)``.
 
 Narrow columns (``narrow``: fewer outputs ``Mi`` than a warp's loads,
-commutative ops only): a row of ``Mi`` outputs would leave most of a warp idle
-and its loads short, so the kernel reads ``g = grain`` consecutive rows as one *wide row* of
-``W = g * Mi`` columns (the planner makes ``W`` a multiple of ``items`` and at
+commutative ops only): a row of ``Mi`` outputs would leave lanes of a warp idle
+and its loads short, so the kernel reads ``g = grain`` consecutive rows as one
+*wide row* of ``W = g * Mi`` columns (the planner makes ``W`` a multiple of ``items`` and at
 most :func:`fold_width`): column ``c`` of wide row ``w`` is element ``c % Mi``
 of row ``w * g + c // Mi``. Where the rows are adjacent (``unit``: ``si == 1``
 and ``ks == Mi``) a wide row is ``W`` adjacent elements, read as the columns
