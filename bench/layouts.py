@@ -3,6 +3,7 @@ what ``planner._tuple_rule`` was chosen from.
 
     NUMBA_ENABLE_CUDASIM=0 python bench/layouts.py                  # 2**26 and 2**28
     NUMBA_ENABLE_CUDASIM=0 python bench/layouts.py --log2 24 --only var
+    NUMBA_ENABLE_CUDASIM=0 python bench/layouts.py --log2 24 26 28 --dtypes float16 bfloat16
 
 For each size, dtype and call, pyreduce under ``variant="auto"`` and under each
 explicit :class:`pyreduce.Tuning` of :data:`LAYOUTS`, next to PyTorch's call
@@ -25,6 +26,19 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import steady_gpu  # noqa: E402
+
+#: the layouts of half-precision input's sums (widened into float32) and means
+#: (two float64 fields), ordered and per lane, in one launch and two
+_HALF_SUM = [("warp_shuffle", 16, 256), ("warp_shuffle", 32, 256),
+             ("warp_shuffle_x2", 16, 256), ("last_block", 16, 512),
+             ("last_block_lanes", 16, 256), ("last_block_lanes", 16, 512),
+             ("last_block_lanes", 32, 256), ("warp_shuffle_lanes", 16, 256),
+             ("warp_shuffle_lanes", 32, 256), ("warp_shuffle_lanes", 16, 512)]
+_HALF_MEAN = [("warp_shuffle", 16, 256), ("warp_shuffle", 32, 256),
+              ("warp_shuffle_x2", 16, 256), ("last_block", 16, 256),
+              ("last_block_lanes", 8, 256), ("last_block_lanes", 16, 256),
+              ("last_block_lanes", 32, 256), ("warp_shuffle_lanes", 16, 256),
+              ("warp_shuffle_lanes", 32, 256)]
 
 #: (variant, items per thread, block size) tried for each dtype and call
 LAYOUTS = {
@@ -56,9 +70,8 @@ LAYOUTS = {
                 "minmax": [("warp_shuffle", 4, 256), ("warp_shuffle", 8, 256),
                            ("last_block_lanes", 4, 256), ("warp_shuffle_lanes", 4, 256),
                            ("warp_shuffle_lanes", 8, 256)]},
-    "float16": {"sum": [("warp_shuffle", 32, 256), ("warp_shuffle_x2", 16, 256)],
-                "mean": [("warp_shuffle", 16, 256), ("warp_shuffle", 32, 256),
-                         ("warp_shuffle_x2", 16, 256), ("warp_shuffle_lanes", 16, 256)]},
+    "float16": {"sum": _HALF_SUM, "mean": _HALF_MEAN},
+    "bfloat16": {"sum": _HALF_SUM, "mean": _HALF_MEAN},
 }
 
 
@@ -89,7 +102,7 @@ def _times(f, reps: int, sync) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def run(log2, only) -> None:
+def run(log2, only, dtypes=()) -> None:
     import cupy as cp
     import torch
 
@@ -101,13 +114,19 @@ def run(log2, only) -> None:
         n = 2**k
         reps = 20 if k >= 28 else 50
         for dtype, calls in LAYOUTS.items():
-            x = cp.random.standard_normal(n, dtype=cp.float32).astype(dtype)
-            t = torch.as_tensor(x, device="cuda")
+            if dtypes and dtype not in dtypes:
+                continue
+            x = cp.random.standard_normal(n, dtype=cp.float32)
+            if dtype == "bfloat16":  # CuPy has none: PyTorch's tensor for every library
+                x = t = torch.as_tensor(x, device="cuda").to(torch.bfloat16)
+            else:
+                x = x.astype(dtype)
+                t = torch.as_tensor(x, device="cuda")
             for name, layouts in calls.items():
                 if only and name not in only:
                     continue
                 rows = [("torch", _peer(name, t))]
-                if name in ("sum", "mean"):
+                if name in ("sum", "mean") and dtype != "bfloat16":
                     rows.append(("cupy", getattr(x, name)))
                 rows.append(("auto", lambda name=name, x=x: getattr(pyreduce, name)(x)))
                 for variant, items, block in layouts:
@@ -129,5 +148,7 @@ if __name__ == "__main__":
                         help="sizes as powers of two (default 26 28)")
     parser.add_argument("--only", nargs="+", metavar="CALL",
                         help="only these calls (sum, mean, var, argmax, minmax)")
+    parser.add_argument("--dtypes", nargs="+", metavar="DTYPE",
+                        help=f"only these dtypes ({', '.join(LAYOUTS)})")
     args = parser.parse_args()
-    run(args.log2, args.only or ())
+    run(args.log2, args.only or (), args.dtypes or ())

@@ -97,6 +97,7 @@ def test_every_layout_the_layouts_study_tries_is_a_plan():
 
     import pyreduce
     from pyreduce import structured
+    from pyreduce.dtypes import BFLOAT16
     from pyreduce.ops import make_monoid, sum_dtype
     from pyreduce.planner import DeviceInfo, make_plan
 
@@ -108,7 +109,7 @@ def test_every_layout_the_layouts_study_tries_is_a_plan():
                "argmax": lambda dt: _acc(structured.argmax_monoid(dt)),
                "minmax": lambda dt: _acc(structured.minmax_monoid(dt))}
     for dtype, calls in layouts.LAYOUTS.items():
-        dt = np.dtype(dtype)
+        dt = BFLOAT16 if dtype == "bfloat16" else np.dtype(dtype)
         for name, tried in calls.items():
             acc, key = monoids[name](dt)
             for variant, items, block in tried:
@@ -121,3 +122,18 @@ def test_every_layout_the_layouts_study_tries_is_a_plan():
 
 def _acc(monoid):
     return monoid.dtype, monoid.key
+
+
+def test_columns_study_reads_its_tunings():
+    """bench/columns.py (a GPU study) takes its A/B columns as ``i4b256m528``:
+    each letter a field of the Tuning, and anything else refused by name."""
+    import columns
+
+    import pyreduce
+
+    assert columns.tuning_of("i4b256m528") == pyreduce.Tuning(
+        items_per_thread=4, block_size=256, max_blocks=528)
+    assert columns.tuning_of("i2") == pyreduce.Tuning(items_per_thread=2)
+    with pytest.raises(SystemExit, match="i4x2"):
+        columns.tuning_of("i4x2")
+    assert columns.label(300, 4096, "float32", "var") == "var 300x4096 f4"
