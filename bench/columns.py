@@ -15,12 +15,15 @@ back (:func:`pyreduce.measure.device_seconds`: CUDA events, the GPU held while
 the calls are queued, median of 5 batches of 20). ``--tunings`` adds a
 pyreduce column per :class:`pyreduce.Tuning` written as ``i<items>``,
 ``b<block size>`` and ``m<max blocks>`` run together (``i4b256``): the A/B of a
-rule, in the same process as the peers.
+rule, in the same process as the peers; ``--runs`` adds one (``runs``) with the
+columns kernels' float32 runs of rows switched the other way from
+:data:`pyreduce.batchplanner.COLUMN_RUNS`'s default.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -60,6 +63,35 @@ def tuning_of(text: str):
     if not parts:
         raise SystemExit(f"--tunings: {text!r} is not of the form i4b256m528")
     return pyreduce.Tuning(**{names[k]: int(v) for k, v in re.findall(r"([ibm])(\d+)", text)})
+
+
+#: the column of ``--runs``: pyreduce with the columns kernels' float32 runs of
+#: rows the other way from :data:`pyreduce.batchplanner.COLUMN_RUNS`'s default
+SWITCHED = "runs"
+
+
+@contextlib.contextmanager
+def _switched(on: bool):
+    """Calls with the columns kernels' float32 runs the other way from the
+    default where ``on``, their plans and remembered calls forgotten on the way
+    in and out."""
+    from pyreduce import batchplanner, callmemo
+
+    default = batchplanner.COLUMN_RUNS
+
+    def switch(value):
+        batchplanner.COLUMN_RUNS = value
+        batchplanner.clear_plans()
+        callmemo.clear()
+
+    if not on:
+        yield
+        return
+    switch(not default)
+    try:
+        yield
+    finally:
+        switch(default)
 
 
 def _call(lib: str, name: str, x, tuning=None):
@@ -111,11 +143,11 @@ def _agrees(got, want, name: str, rows: int) -> bool:
     return True
 
 
-def run(only, tunings, out) -> None:
+def run(only, tunings, out, runs=False) -> None:
     import cupy as cp
 
     steady_gpu()
-    columns = ["pyreduce", *tunings, *LIBS]
+    columns = ["pyreduce", *([SWITCHED] if runs else []), *tunings, *LIBS]
     lines = [
         "# Columns (axis=0) of CuPy arrays: device time per call (us), calls back to back",
         f"# (pyreduce.measure.device_seconds: median of 5 batches of 20). {gpu_name('cupy')},"
@@ -149,14 +181,15 @@ def run(only, tunings, out) -> None:
             times = {}
             for col in columns:
                 lib = col if col in LIBS else "pyreduce"
-                tuning = None if col in ("pyreduce", *LIBS) else tuning_of(col)
-                fn = _call(lib, name, x, tuning)
-                try:
-                    ok = _agrees(fn(), want, name, rows)
-                except Exception as exc:  # noqa: BLE001  (a peer without the call)
-                    emit(f"# {text} {col}: {type(exc).__name__}: {exc}")
-                    ok = False
-                times[col] = device_seconds(fn) * 1e6 if ok else None
+                tuning = None if col in ("pyreduce", SWITCHED, *LIBS) else tuning_of(col)
+                with _switched(col == SWITCHED):
+                    fn = _call(lib, name, x, tuning)
+                    try:
+                        ok = _agrees(fn(), want, name, rows)
+                    except Exception as exc:  # noqa: BLE001  (a peer without the call)
+                        emit(f"# {text} {col}: {type(exc).__name__}: {exc}")
+                        ok = False
+                    times[col] = device_seconds(fn) * 1e6 if ok else None
             peers = [times[c] for c in LIBS if times[c] is not None]
             ratio = (f"{min(peers) / times['pyreduce']:.2f}"
                      if peers and times["pyreduce"] else "-")
@@ -174,9 +207,12 @@ def main(argv=None) -> None:
                         help="only the cases whose text (e.g. 'var 16x16777216') contains TEXT")
     parser.add_argument("--tunings", nargs="+", default=[], metavar="TUNING",
                         help="pyreduce columns with these tunings, e.g. i4 i8b256")
+    parser.add_argument("--runs", action="store_true",
+                        help="a column with the columns kernels' float32 runs of rows "
+                             "switched from the default (pyreduce.batchplanner.COLUMN_RUNS)")
     parser.add_argument("--out", help="write the table here too")
     args = parser.parse_args(argv)
-    run(args.only or (), args.tunings, args.out)
+    run(args.only or (), args.tunings, args.out, args.runs)
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ from .driver import INPUT, OFFSETS, OUTPUT, Ref, Schedule, Step
 from .planner import (
     DeviceInfo, Tuning, default_items, forget_decisions, on_clear_plans, vector_width,
 )
-from .spec import F32_TILES, BatchSpec, tiles_in_float32
+from .spec import F32_TILES, BatchSpec, column_runs, tiles_in_float32
 from .variants.columns import ROWS, fold_width
 from .variants.segments import staged_words
 
@@ -539,8 +539,25 @@ def _plan_columns(d, in_dtype, acc_dtype, op_key, shape, initial, align,
     split = parts > 1
     spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, "block", "rows", unit, split, initial and not split,
-                     mapped=mapped)
+                     mapped=mapped, f32_tiles=_column_runs(in_dtype, op_key, mapped, False))
     return _columns_plan(d, spec, blocks * parts, parts, 0, shape, initial)
+
+
+#: Whether the columns kernels summarise each output's run of
+#: :data:`~pyreduce.variants.columns.ROWS` rows in float32 before they merge it
+#: (:attr:`BatchSpec.f32_tiles`), for the ops and dtypes that may
+#: (:func:`pyreduce.spec.column_runs`), as the rows kernels summarise their
+#: lanes' runs. Off: the runs are tested in the simulator and compiled for
+#: sm_90 (``tests/ptx``), not yet run or timed on a GPU, so the columns merge
+#: every element in float64 until ``bench/columns.py --runs`` (which turns it
+#: on beside the element-by-element merge) says what they are worth there.
+COLUMN_RUNS = False
+
+
+def _column_runs(in_dtype, op_key, mapped: bool, narrow: bool) -> bool:
+    """Whether a columns kernel's first pass summarises runs of rows in float32."""
+    return (COLUMN_RUNS and mapped and tiles_in_float32(in_dtype)
+            and column_runs(op_key, narrow))
 
 
 def _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
@@ -559,7 +576,8 @@ def _plan_narrow(d, in_dtype, acc_dtype, op_key, shape, initial, align, mapped,
     split = parts > 1
     spec = BatchSpec("columns", in_dtype, acc_dtype, op_key, block, shape.warp, items,
                      vector, "block", "rows", unit, split, initial and not split,
-                     mapped=mapped, narrow=True)
+                     mapped=mapped, narrow=True,
+                     f32_tiles=_column_runs(in_dtype, op_key, mapped, True))
     return _columns_plan(d, spec, d.Mo * parts, parts, g, shape, initial)
 
 

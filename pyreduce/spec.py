@@ -10,7 +10,7 @@ import numpy as np
 from .dtypes import check_accumulator, code, fields, is_bfloat16, is_tuple
 
 __all__ = ["KernelSpec", "BatchSpec", "WARP_SIZES", "BLOCK_SIZES", "ITEMS_PER_THREAD",
-           "default_items", "LEAF", "F32_TILES", "tiles_in_float32"]
+           "default_items", "LEAF", "F32_TILES", "tiles_in_float32", "column_runs"]
 
 WARP_SIZES = (32, 64)
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
@@ -36,6 +36,15 @@ def tiles_in_float32(dtype: np.dtype) -> bool:
     """Whether a lane's tile of ``dtype`` elements may be summarised in float32:
     float32, float16 and bfloat16 (every one of their values is a float32)."""
     return dtype == np.float32 or dtype == np.float16 or is_bfloat16(dtype)
+
+
+def column_runs(op_key, narrow: bool) -> bool:
+    """Whether a columns kernel may summarise each output's run of rows in
+    float32 (:attr:`BatchSpec.f32_tiles`) for ``op_key``: an op of
+    :data:`F32_TILES`, and for the ``narrow`` kernel, whose runs are rows
+    ``g`` apart, only the sums and moments, which keep no index."""
+    kind = F32_TILES.get(op_key)
+    return kind is not None and (not narrow or kind in ("sums", "moments"))
 
 
 def default_items(dtype: np.dtype) -> int:
@@ -161,7 +170,9 @@ class KernelSpec(_LaunchShape):
 
 
 def _check_f32_tiles(spec) -> None:
-    if spec.f32_tiles and (spec.op_key not in F32_TILES or spec.vector == 1
+    # a columns kernel's runs are rows, each its own load: they need no vectors
+    vectors = getattr(spec, "family", None) != "columns"
+    if spec.f32_tiles and (spec.op_key not in F32_TILES or (vectors and spec.vector == 1)
                            or not tiles_in_float32(spec.in_dtype) or not spec.mapped):
         raise ValueError("f32_tiles summarises vector-loaded float32 or half-precision "
                          "elements for an op of spec.F32_TILES")
@@ -239,7 +250,8 @@ class BatchSpec(_LaunchShape):
     finisher: Hashable | None = None
     #: a lane's run of vector-loaded elements of a row is summarised in float32
     #: first, as :attr:`KernelSpec.f32_tiles` (a group of lanes, a warp or a
-    #: block a row of the ``segments`` family)
+    #: block a row of the ``segments`` family); in the ``columns`` family each
+    #: output's run of ``ROWS`` rows (:func:`column_runs` says for which ops)
     f32_tiles: bool = False
     #: a warp or a block a row (or a part of one) whose lanes keep their own
     #: accumulators across the tiles they read and combine them once, after
@@ -254,10 +266,12 @@ class BatchSpec(_LaunchShape):
             raise ValueError("lane_accs applies to the first pass of a warp or a block a row "
                              "of the segments family")
         _check_f32_tiles(self)
-        if self.f32_tiles and (self.family != "segments" or self.finish
-                               or self.group not in ("lanes", "warp", "block")):
+        if self.f32_tiles and (self.finish or not (
+                self.family == "segments" and self.group in ("lanes", "warp", "block")
+                or self.family == "columns" and column_runs(self.op_key, self.narrow))):
             raise ValueError("f32_tiles applies to the first pass of a group of lanes, a "
-                             "warp or a block a row")
+                             "warp or a block a row, and of the columns kernels (the narrow "
+                             "one's for sums and moments, which no index follows)")
         if self.finisher is not None and (self.family == "scan" or self.split
                                           or self.finisher[2] != 1):
             raise ValueError("finisher= applies to a rows or columns kernel that writes "

@@ -31,7 +31,7 @@ __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
     "lane_fold", "block_range", "prelude", "element", "zero",
     "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load", "copy",
-    "put_result",
+    "put_result", "tile_summary",
 ]
 
 
@@ -127,6 +127,21 @@ def tile_sums(spec: KernelSpec, dst: str, values: list[str], items: list[str]) -
     lines += [f"{t}s = {pairwise(e)}", f"{dst} = acc_t(({len(values)}.0, {t}s))",
               f"if {t}s - {t}s != 0:\n" + snippet("\n".join(chain(dst, items)), 1)]
     return lines
+
+
+def tile_summary(spec, dst: str, values: list[str], items: list[str], first: str) -> list[str]:
+    """Lines leaving in ``dst`` the float32 summary of a run of loaded elements
+    ``values`` (:attr:`KernelSpec.f32_tiles`), by the kind of the spec's op
+    (:data:`pyreduce.spec.F32_TILES`): :func:`tile_moments`, :func:`tile_sums`
+    or :func:`tile_arg`. ``items``: the elements as accumulators, for a run
+    folded element by element; ``first``: the element map's index of
+    ``values[0]``, the run's others following it one by one."""
+    kind = F32_TILES[spec.op_key]
+    if kind == "moments":
+        return tile_moments(spec, dst, values, items)
+    if kind == "sums":
+        return tile_sums(spec, dst, values, items)
+    return tile_arg(spec, dst, values, first, kind)
 
 
 def chain(dst: str, items: list[str]) -> list[str]:
@@ -318,13 +333,8 @@ def fold_items(
         items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
                  for k in range(count)]
         if spec.f32_tiles:
-            kind = F32_TILES[spec.op_key]
-            if kind == "moments":
-                return "\n".join(loads + tile_moments(spec, dst, values, items))
-            if kind == "sums":
-                return "\n".join(loads + tile_sums(spec, dst, values, items))
             at = position(first) if position else first
-            return "\n".join(loads + tile_arg(spec, dst, values, at, kind))
+            return "\n".join(loads + tile_summary(spec, dst, values, items, at))
         return "\n".join(loads + chain(dst, items))
 
     def item(index):

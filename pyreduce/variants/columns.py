@@ -58,7 +58,7 @@ from ..codegen import render
 from ..spec import BatchSpec
 from ._blocks import (
     acc_load, combine, element, load_items, prelude, put_result, shared_decl, shared_load,
-    snippet, store, zero,
+    snippet, store, tile_summary, zero,
 )
 from .segments import arguments
 
@@ -131,28 +131,68 @@ def _row(spec: BatchSpec, dst: str, first: str) -> tuple[list, list, list]:
     return [], [f"x[{i}]" for i in index], index
 
 
+def _rows_at(spec: BatchSpec, k: str) -> tuple[list, list]:
+    """``(loads, items)``: the loads of the :data:`ROWS` rows from row ``k`` on
+    and, for each of them, the thread's elements as accumulators."""
+    stride, loads, rows = _stride(spec), [], []
+    for r in range(ROWS):
+        row_loads, values, index = _row(spec, f"r{r}", f"p{r}")
+        loads += [f"p{r} = base + ({k} + {r}) * {stride}" if r else f"p0 = base + {k} * {stride}",
+                  *row_loads]
+        at = f"{k} + {r}" if r else k
+        rows.append([(values[j], _element(spec, index[j], values[j], at, j))
+                     for j in range(spec.items)])
+    return loads, rows
+
+
+def _runs(spec: BatchSpec, k: str, first: bool) -> str:
+    """The :data:`ROWS` rows from row ``k`` on folded into ``a0, a1, ...``:
+    each row's elements in order, or with :attr:`BatchSpec.f32_tiles` each
+    output's run of them summarised in float32 first (``u{j}``) and folded
+    once. ``first``: the run starts the accumulators."""
+    loads, rows = _rows_at(spec, k)
+    steps = []
+    if spec.f32_tiles:
+        for j in range(spec.items):
+            run = [rows[r][j] for r in range(ROWS)]
+            steps += tile_summary(spec, f"u{j}", [v for v, _ in run], [e for _, e in run], k)
+            steps.append(f"a{j} = u{j}" if first else f"a{j} = {combine(f'a{j}', f'u{j}')}")
+    else:
+        for r in range(ROWS):
+            steps += [f"a{j} = {rows[r][j][1]}" if first and not r
+                      else f"a{j} = {combine(f'a{j}', rows[r][j][1])}"
+                      for j in range(spec.items)]
+    return "\n".join(loads + steps)
+
+
 def _walk(spec: BatchSpec) -> str:
     """Every one of the thread's ``items`` outputs exists: ``a0, a1, ...`` fold
-    rows ``[k0, k1)`` (``k1 > k0``) from ``x[base]`` on, unrolled, no guards."""
+    rows ``[k0, k1)`` (``k1 > k0``) from ``x[base]`` on, unrolled, no guards;
+    with :attr:`BatchSpec.f32_tiles` from a run of :data:`ROWS` rows where
+    there are that many, so that every full run is summarised in float32."""
     c, stride = spec.items, _stride(spec)
     first_loads, first_items, first_index = _row(spec, "f", "p")
     lines = ["p = base + k0 * " + stride, *first_loads]
     lines += [f"a{j} = {_element(spec, first_index[j], first_items[j], 'k0', j)}"
               for j in range(c)]
-    step_loads, steps = [], []
-    for r in range(ROWS):
-        loads, items, index = _row(spec, f"r{r}", f"p{r}")
-        step_loads += [f"p{r} = base + (k + {r}) * {stride}", *loads]
-        k = f"k + {r}" if r else "k"
-        steps += [f"a{j} = {combine(f'a{j}', _element(spec, index[j], items[j], k, j))}"
-                  for j in range(c)]
+    if spec.f32_tiles:
+        start = render(
+            """
+            if k0 + ${R} <= k1:
+            ${run}
+                k = k0 + ${R}
+            else:
+            ${first}
+                k = k0 + 1
+            """, R=ROWS, run=snippet(_runs(spec, "k0", True), 1),
+            first=snippet("\n".join(lines), 1))
+    else:
+        start = "\n".join(lines) + "\nk = k0 + 1\n"
     one_loads, one_items, one_index = _row(spec, "q", "p")
     one = [f"a{j} = {combine(f'a{j}', _element(spec, one_index[j], one_items[j], 'k', j))}"
            for j in range(c)]
-    return render(
+    return start + render(
         """
-        ${first}
-        k = k0 + 1
         while k + ${R} <= k1:
         ${step}
             k += ${R}
@@ -161,8 +201,7 @@ def _walk(spec: BatchSpec) -> str:
         ${one}
             k += 1
         """,
-        first="\n".join(lines), R=ROWS, stride=stride,
-        step=snippet("\n".join(step_loads + steps), 1),
+        R=ROWS, stride=stride, step=snippet(_runs(spec, "k", False), 1),
         one=snippet("\n".join(one_loads + one), 1),
     )
 

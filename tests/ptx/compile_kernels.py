@@ -22,7 +22,8 @@ What it compiles:
   (``BatchSpec.finisher``) for the accumulators of :data:`FINISHED`, in every
   kind that writes outputs;
 * rows whose lanes summarise their runs in float32 first
-  (``BatchSpec.f32_tiles``), and the 1-D first passes that do
+  (``BatchSpec.f32_tiles``), the columns kernels whose outputs' runs of rows
+  are (``pyreduce.spec.column_runs``), and the 1-D first passes that do
   (``KernelSpec.f32_tiles``), for the cases of :data:`TILED`;
 * the finishing kernel of each structured reduction.
 
@@ -120,7 +121,7 @@ def jobs():
     import compile_variants  # the 1-D kernels' signature, as the AMDGCN check gives it
     from pyreduce.backends.numba_cuda import CudaBackend
     from pyreduce.planner import DeviceInfo, default_items
-    from pyreduce.spec import KernelSpec
+    from pyreduce.spec import KernelSpec, column_runs
     from pyreduce.variants import VARIANTS, tree
 
     backend = CudaBackend()
@@ -176,6 +177,22 @@ def jobs():
             spec = compile_batched.batch_spec(monoid, dtype, fields, WARP, BLOCK)
             items = 16 if spec.group in ("lanes", "block") else 8  # as the planner's
             spec = dataclasses.replace(spec, vector=4, items=items, f32_tiles=True)
+            if not spec.split:  # as the planner makes the last pass: finished
+                spec = dataclasses.replace(spec, finisher=(fin.key, fin.ddof, 1))
+            yield (f"tiled {kind} {dtype} {op}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   _finished_signature(spec, fin) if spec.finisher
+                   else compile_batched.batch_signature(spec))
+    for dtype, op in TILED:  # columns whose outputs' runs of rows are summarised
+        monoid = _monoid(dtype, op)
+        fin = monoid.finisher
+        for kind, fields in compile_batched.batch_kinds(WARP):
+            if fields.get("family") != "columns" or fields.get("finish"):
+                continue
+            spec = compile_batched.batch_spec(monoid, dtype, fields, WARP, BLOCK)
+            if not column_runs(spec.op_key, spec.narrow):
+                continue  # the narrow kernel's runs keep no index
+            spec = dataclasses.replace(spec, vector=2 if spec.unit else 1, f32_tiles=True)
             if not spec.split:  # as the planner makes the last pass: finished
                 spec = dataclasses.replace(spec, finisher=(fin.key, fin.ddof, 1))
             yield (f"tiled {kind} {dtype} {op}",
