@@ -174,8 +174,9 @@ def _check_f32_tiles(spec) -> None:
     vectors = getattr(spec, "family", None) != "columns"
     if spec.f32_tiles and (spec.op_key not in F32_TILES or (vectors and spec.vector == 1)
                            or not tiles_in_float32(spec.in_dtype) or not spec.mapped):
-        raise ValueError("f32_tiles summarises vector-loaded float32 or half-precision "
-                         "elements for an op of spec.F32_TILES")
+        raise ValueError("f32_tiles summarises float32 or half-precision elements (vector-"
+                         "loaded, but for the columns kernels' runs of rows) for an op of "
+                         "spec.F32_TILES")
 
 
 #: Kernel families of batched reductions (many results per launch), not variants

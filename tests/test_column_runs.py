@@ -119,6 +119,8 @@ def _columns(gpu_backend, fn, x, **kw):
 @pytest.mark.parametrize("name", HALVES)
 @pytest.mark.parametrize("width", [WIDE, NARROW])
 def test_var_of_columns_in_float32_runs_is_within_a_few_roundings(gpu_backend, name, width):
+    # (rows of NARROW outputs this few go to the rows kernels in the simulator:
+    # the narrow kernel's runs are the test after the next)
     """Data far from zero with a small spread, and spread about zero: var,
     std and ddof within a few float32 roundings of float64's answer."""
     rng = np.random.default_rng(width)
@@ -177,14 +179,59 @@ def test_argmax_of_columns_in_float32_runs_keeps_numpys_index(gpu_backend, name)
             np.testing.assert_array_equal(got, getattr(np, fn)(wide, axis=0), err_msg=f"{fn} {k}")
 
 
+def _narrow_plan(k, dtype="float32", name="var"):
+    return _plan((k, NARROW), _monoid(name, dtype), dtype, SIM_DEVICE, SIM_TUNING)
+
+
+def _narrow_rows(dtype) -> list:
+    """Rows of NARROW outputs that the simulator's tuning gives the narrow
+    kernel, split into parts (it aims at 3 blocks) with two runs of wide rows
+    and more in each, and rows left over."""
+    g = _narrow_plan(4096, dtype).wide_rows
+    found = []
+    for k in (6 * ROWS * g + g // 2, 40 * g + 3):
+        plan = _narrow_plan(k, dtype)
+        assert plan.spec.narrow and plan.spec.f32_tiles, batchplanner.describe_plan(plan)
+        per_part = -(-(k // plan.wide_rows) // plan.parts)
+        assert per_part >= 2 * ROWS and k % plan.wide_rows, (k, plan.wide_rows, plan.parts)
+        found.append(k)
+    assert _narrow_plan(found[-1], dtype).parts > 1
+    return found
+
+
+@pytest.mark.parametrize("name", HALVES)
+def test_narrow_columns_summarise_runs_of_wide_rows(gpu_backend, name):
+    """The narrow kernel reads ``g`` rows as one wide row and sums runs of
+    ``ROWS`` wide rows: ``mean``, ``var`` and ``std`` of far-from-zero data
+    with a small spread, the rows left over after the last wide row, and parts
+    of a split pass, against float64; ``argmax`` keeps its element-by-element
+    fold there and NumPy's index."""
+    rng = np.random.default_rng(17)
+    for k in _narrow_rows(name):
+        x = (rng.standard_normal((k, NARROW)) * (1.0 if name == "float32" else 4.0)
+             + 300).astype(_dt(name))
+        wide = x.astype(np.float64)
+        got = _columns(gpu_backend, "mean", x)
+        bound = 8 * 2**-24 * np.mean(np.abs(wide), axis=0)
+        assert np.all(np.abs(got - np.mean(wide, axis=0)) <= bound), k
+        exact = np.var(wide, axis=0)
+        got = _columns(gpu_backend, "var", x)
+        assert np.all(np.abs(got - exact) <= 16 * 2**-24 * exact), (k, got, exact)
+        np.testing.assert_allclose(_columns(gpu_backend, "std", x), np.sqrt(exact),
+                                   rtol=2**-20)
+        np.testing.assert_array_equal(_columns(gpu_backend, "argmax", x),
+                                      np.argmax(x.astype(np.float32), axis=0))
+
+
 @pytest.mark.parametrize("width", [WIDE, NARROW])
 def test_columns_runs_past_float32s_range_fall_back_element_by_element(gpu_backend, width):
     """A run holding an infinity or a NaN gives NumPy's NaN variance; a run whose
     float32 sum or squares overflow is merged in float64 (finite mean, finite
-    variance of 1e38); a tiny spread keeps its squares."""
-    k = 3 * ROWS + 1
+    variance of 1e38); a tiny spread keeps its squares. In the columns kernel
+    and in the narrow one, whose runs are of wide rows."""
+    k = 3 * ROWS + 1 if width == WIDE else _narrow_rows("float32")[0]
     x = np.ones((k, width), dtype=np.float32)
-    x[ROWS + 1, 0], x[2, width - 1] = np.inf, np.nan
+    x[ROWS + 1, 0], x[k // 2, width - 1] = np.inf, np.nan
     got = _columns(gpu_backend, "var", x)
     assert np.isnan(got[0]) and np.isnan(got[-1]) and np.all(got[1:-1] == 0)
     big = np.full((k, width), np.finfo(np.float32).max * 0.9, dtype=np.float32)
