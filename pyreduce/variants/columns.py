@@ -149,7 +149,7 @@ def _runs(spec: BatchSpec, k: str, first: bool) -> str:
     """The :data:`ROWS` rows from row ``k`` on folded into ``a0, a1, ...``:
     each row's elements in order, or with :attr:`BatchSpec.f32_tiles` each
     output's run of them summarised in float32 first (``u{j}``) and folded
-    once. ``first``: the run starts the accumulators."""
+    once; ``first`` (runs only): the run starts the accumulators."""
     loads, rows = _rows_at(spec, k)
     steps = []
     if spec.f32_tiles:
@@ -159,9 +159,7 @@ def _runs(spec: BatchSpec, k: str, first: bool) -> str:
             steps.append(f"a{j} = u{j}" if first else f"a{j} = {combine(f'a{j}', f'u{j}')}")
     else:
         for r in range(ROWS):
-            steps += [f"a{j} = {rows[r][j][1]}" if first and not r
-                      else f"a{j} = {combine(f'a{j}', rows[r][j][1])}"
-                      for j in range(spec.items)]
+            steps += [f"a{j} = {combine(f'a{j}', rows[r][j][1])}" for j in range(spec.items)]
     return "\n".join(loads + steps)
 
 
