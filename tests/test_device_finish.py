@@ -348,8 +348,8 @@ def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):
 @pytest.mark.parametrize("shape,axis,kernel", [
     ((40, 7), 1, "staged"), ((9, 300), 1, "warp"), ((2, 3000), 1, "block"),
     ((3, 20, 6), 1, "lanes"), ((300, 3), 0, "narrow"), ((4, 40), 0, "columns"),
-    ((3000, 140), 0, "columns split"), ((3000, 5), 0, "narrow split"),
-    ((3000, 40), 0, "narrow split"),  # under a warp's loads: narrow, though a warp wide
+    ((600, 140), 0, "columns split"), ((1000, 5), 0, "narrow split"),
+    ((1000, 40), 0, "narrow split"),  # under a warp's loads: narrow, though a warp wide
 ])
 def test_the_kernel_that_writes_the_outputs_finishes_them(shape, axis, kernel, monkeypatch):
     """Along axes, a rows or columns plan's kernel that writes the outputs
