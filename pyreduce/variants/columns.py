@@ -132,8 +132,9 @@ def _row(spec: BatchSpec, dst: str, first: str) -> tuple[list, list, list]:
 
 
 def _rows_at(spec: BatchSpec, k: str) -> tuple[list, list]:
-    """``(loads, items)``: the loads of the :data:`ROWS` rows from row ``k`` on
-    and, for each of them, the thread's elements as accumulators."""
+    """``(loads, rows)``: the loads of the :data:`ROWS` rows from row ``k`` on
+    and, for each row, a ``(loaded value, element as an accumulator)`` pair
+    for each of the thread's outputs."""
     stride, loads, rows = _stride(spec), [], []
     for r in range(ROWS):
         row_loads, values, index = _row(spec, f"r{r}", f"p{r}")
