@@ -668,7 +668,7 @@ def test_three_pass_columns_keep_order_and_finish(gpu_backend, on_device):
     f = np.random.default_rng(23).standard_normal((300, 140)).astype(np.float32)
     x = to_device(f) if on_device else f
     kw = dict(axis=0, backend=gpu_backend, tuning=THREE_PASSES)
-    # with the columns' float32 runs of rows (off by default): within a few
+    # with the columns' float32 runs of rows (on by default): within a few
     # roundings of a column's magnitudes (a mean near zero has few correct
     # digits of its own); merged element by element, 1e-6 of the mean
     runs = 8 * 2**-24 * np.abs(f).astype(np.float64).mean(axis=0) * batchplanner.COLUMN_RUNS

@@ -1,6 +1,6 @@
 """Columns that summarise each output's run of rows in float32 first
 (``BatchSpec.f32_tiles`` in the ``columns`` family, :func:`pyreduce.spec.column_runs`),
-with :data:`pyreduce.batchplanner.COLUMN_RUNS` on (it is off by default).
+which :data:`pyreduce.batchplanner.COLUMN_RUNS` turns on (it is on by default).
 
 Along ``axis=0`` of a float32 or half-precision matrix, the columns kernel
 reads ``ROWS`` rows at a time; for ``var``/``std`` (moments), ``mean`` (sums)
@@ -45,8 +45,8 @@ HALVES = ["float32", "float16", "bfloat16"]
 
 @pytest.fixture(autouse=True)
 def column_runs_on(monkeypatch):
-    """The runs on for every test here (off by default), plans and remembered
-    calls made anew on the way in and out."""
+    """The runs on for every test here (whatever the default), plans and
+    remembered calls made anew on the way in and out."""
     monkeypatch.setattr(batchplanner, "COLUMN_RUNS", True)
     batchplanner.clear_plans()
     callmemo.clear()
@@ -101,12 +101,16 @@ def test_columns_of_other_dtypes_merge_every_element(dtype):
         assert not _plan((4096, 4096), _monoid(name, dtype), dtype).spec.f32_tiles
 
 
-def test_the_runs_are_off_by_default_until_a_gpu_has_timed_them(monkeypatch):
-    """``batchplanner.COLUMN_RUNS`` is off: a user's columns merge every element
-    in float64, as before the runs; the tests here turn it on."""
+def test_the_runs_are_on_by_default_and_the_switch_turns_them_off(monkeypatch):
+    """``batchplanner.COLUMN_RUNS`` is on (an H200 timed the runs faster); off,
+    the columns merge every element in float64 again."""
     monkeypatch.undo()  # the module's own value, not this file's fixture's
     batchplanner.clear_plans()
-    assert batchplanner.COLUMN_RUNS is False
+    assert batchplanner.COLUMN_RUNS is True
+    assert _plan((4096, 4096), _monoid("var"), "float32").spec.f32_tiles
+    assert _plan((4096, 16), _monoid("mean"), "float32").spec.f32_tiles
+    monkeypatch.setattr(batchplanner, "COLUMN_RUNS", False)
+    batchplanner.clear_plans()
     assert not _plan((4096, 4096), _monoid("var"), "float32").spec.f32_tiles
     assert not _plan((4096, 16), _monoid("mean"), "float32").spec.f32_tiles
 

@@ -79,10 +79,7 @@ def test_other_rows_and_columns_merge_every_element():
     for dt in (np.float64, np.int32, np.complex64):
         assert not _row_spec("var", dt, (4096, 4096)).f32_tiles
     assert not _row_spec("var", np.float32, (1 << 20, 9)).f32_tiles  # staged: a thread a row
-    # columns merge every element unless batchplanner.COLUMN_RUNS is on
-    # (tests/test_column_runs.py)
-    assert _row_spec("var", np.float32, (4096, 4096), axis=0).family == "columns"
-    assert not _row_spec("var", np.float32, (4096, 4096), axis=0).f32_tiles
+    # (the columns' runs of rows: tests/test_column_runs.py)
     with pytest.raises(ValueError, match="f32_tiles"):
         import dataclasses
 
