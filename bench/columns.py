@@ -31,7 +31,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _report import gpu_name, today, versions  # noqa: E402
+from _report import gpu_name, today, versions, versions_text  # noqa: E402
 from _timing import device_seconds, steady_gpu  # noqa: E402
 from peers import DISTS, statistic  # noqa: E402
 
@@ -151,7 +151,7 @@ def run(only, tunings, out, runs=False) -> None:
     lines = [
         "# Columns (axis=0) of CuPy arrays: device time per call (us), calls back to back",
         f"# (pyreduce.measure.device_seconds: median of 5 batches of 20). {gpu_name('cupy')},"
-        f" {today()}; {', '.join(f'{k} {v}' for k, v in versions(DISTS).items())}.",
+        f" {today()}; {versions_text(versions(DISTS))}.",
         "# PyTorch: a zero-copy tensor of the same array (var with correction=0); every"
         " answer checked against CuPy's float64 (integer: exact) first.",
         f"{'call':28s}" + "".join(f"{c:>12s}" for c in columns) + "  best peer/pyreduce",
