@@ -31,7 +31,7 @@ __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
     "lane_fold", "block_range", "prelude", "element", "zero",
     "shuffle_down", "shuffle_idx", "shared_decl", "shared_load", "store", "acc_load", "copy",
-    "put_result", "tile_summary",
+    "put_result", "tile_summary", "fold_loop",
 ]
 
 
@@ -92,55 +92,61 @@ def pairwise(terms: list[str]) -> str:
 TINY_Q = 2.0**-96
 
 
-def tile_moments(spec: KernelSpec, dst: str, values: list[str], items: list[str]) -> list[str]:
+def tile_moments(spec: KernelSpec, dst: str, values: list[str], fallback: list[str]) -> list[str]:
     """Lines leaving in ``dst`` var's summary of a lane's run of loaded elements
     (:attr:`KernelSpec.f32_tiles`): ``(count, mean, s, q)``, the run's mean and
     the sums of the deviations from it and of their squares, all in float32
     and pairwise (``s`` is what rounding left of zero). ``values`` are the
-    loaded elements. A run whose ``q`` float32 cannot hold folds ``items``,
-    each element's own summary, instead: ``q`` not finite (an infinity or a NaN
-    among them, or squares past float32's range), or below :data:`TINY_Q`
-    while some deviation is not zero (squares under float32's normal range)."""
+    loaded elements. A run whose ``q`` float32 cannot hold runs ``fallback``
+    instead (lines folding each element's own summary into ``dst``): ``q`` not
+    finite (an infinity or a NaN among them, or squares past float32's range),
+    or below :data:`TINY_Q` while some deviation is not zero (squares under
+    float32's normal range)."""
     k, t = len(values), f"{dst}_t"
     e = [f"{t}e{j}" for j in range(k)]
-    d = [f"({x} - {t}m)" for x in e]
+    d = [f"{t}d{j}" for j in range(k)]  # each deviation named once: less to type
     lines = [f"{x} = {loaded(spec, v)}" for x, v in zip(e, values)]
     lines += [f"{t}m = {pairwise(e)} * f32_t({1 / k!r})",  # 1/k: a power of two, exact
+              *(f"{y} = {x} - {t}m" for x, y in zip(e, d)),
               f"{t}s = {pairwise(d)}",
               f"{t}q = {pairwise([f'{x} * {x}' for x in d])}",
               f"{dst} = acc_t(({k}.0, {t}m, {t}s, {t}q))"]
     spread = pairwise([f"abs({x})" for x in d])
     lines.append(f"if {t}q - {t}q != 0 or ({t}q < f32_t({TINY_Q!r}) and {spread} != 0):\n"
-                 + snippet("\n".join(chain(dst, items)), 1))
+                 + snippet("\n".join(fallback), 1))
     return lines
 
 
-def tile_sums(spec: KernelSpec, dst: str, values: list[str], items: list[str]) -> list[str]:
+def tile_sums(spec: KernelSpec, dst: str, values: list[str], fallback: list[str]) -> list[str]:
     """Lines leaving in ``dst`` mean's summary of a lane's run of loaded
     elements (:attr:`KernelSpec.f32_tiles`): ``(count, sum)``, the run's sum in
     float32 and pairwise, widened once. A run whose float32 sum is not finite
-    (an infinity or a NaN among them, or a sum past float32's range) folds
-    ``items``, each element's own summary in float64, instead."""
+    (an infinity or a NaN among them, or a sum past float32's range) runs
+    ``fallback`` instead (lines folding each element's own summary, in
+    float64, into ``dst``)."""
     t = f"{dst}_t"
     e = [f"{t}e{j}" for j in range(len(values))]
     lines = [f"{x} = {loaded(spec, v)}" for x, v in zip(e, values)]
     lines += [f"{t}s = {pairwise(e)}", f"{dst} = acc_t(({len(values)}.0, {t}s))",
-              f"if {t}s - {t}s != 0:\n" + snippet("\n".join(chain(dst, items)), 1)]
+              f"if {t}s - {t}s != 0:\n" + snippet("\n".join(fallback), 1)]
     return lines
 
 
-def tile_summary(spec, dst: str, values: list[str], items: list[str], first: str) -> list[str]:
+def tile_summary(spec, dst: str, values: list[str], fallback: list[str],
+                 first: str) -> list[str]:
     """Lines leaving in ``dst`` the float32 summary of a run of loaded elements
     ``values`` (:attr:`KernelSpec.f32_tiles`), by the kind of the spec's op
     (:data:`pyreduce.spec.F32_TILES`): :func:`tile_moments`, :func:`tile_sums`
-    or :func:`tile_arg`. ``items``: the elements as accumulators, for a run
-    folded element by element; ``first``: the element map's index of
+    or :func:`tile_arg`. ``fallback``: lines folding the run element by element
+    into ``dst``, for a run float32 cannot summarise (a loop that loads the
+    elements again: it is rare, and one step of it compiles faster than the run
+    unrolled, see :func:`fold_loop`); ``first``: the element map's index of
     ``values[0]``, the run's others following it one by one."""
     kind = F32_TILES[spec.op_key]
     if kind == "moments":
-        return tile_moments(spec, dst, values, items)
+        return tile_moments(spec, dst, values, fallback)
     if kind == "sums":
-        return tile_sums(spec, dst, values, items)
+        return tile_sums(spec, dst, values, fallback)
     return tile_arg(spec, dst, values, first, kind)
 
 
@@ -315,9 +321,10 @@ def fold_items(
 
     Without ``end``, ``accs`` or ``at`` the items are read ``vector`` at a time
     (:func:`load_items`) and folded unrolled, each a field of a loaded tuple.
-    Otherwise they are read one at a time, by a loop of literal bounds: NVVM
-    unrolls it into the same code as unrolled text would give, and Numba types
-    and lowers one step instead of ``count - 1``. With ``end`` given, items at or
+    Otherwise they are read one at a time, by a loop (:func:`fold_loop`). With
+    :attr:`KernelSpec.f32_tiles` the loaded items are summarised in float32
+    (:func:`tile_summary`), the loop reading them again where that cannot be
+    done. With ``end`` given, items at or
     past ``end`` are skipped (the caller ensures ``first < end``, so ``dst``
     always holds at least one element). ``accs``: ``src`` holds accumulator
     values (:func:`element`). ``at`` maps an index expression to the expression
@@ -327,27 +334,42 @@ def fold_items(
     """
     count = spec.items if count is None else count
     width = min(vector, count) if end is None and not accs and at is None else 1
-    if width > 1:
-        loads, values = load_items(dst, first, src, count, width)
-        index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
-        items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
-                 for k in range(count)]
-        if spec.f32_tiles:
-            at = position(first) if position else first
-            return "\n".join(loads + tile_summary(spec, dst, values, items, at))
-        return "\n".join(loads + chain(dst, items))
 
     def item(index):
         return element(spec, src, index, at and at(index), accs, position and position(index))
 
-    lines = [f"{dst} = {item(first)}"]
+    def kth(k):  # the k-th item's accumulator (k None: the first)
+        return item(first if k is None else f"{first} + {k}")
+
+    if width > 1:
+        loads, values = load_items(dst, first, src, count, width)
+        if spec.f32_tiles:
+            start = position(first) if position else first
+            return "\n".join(loads + tile_summary(spec, dst, values,
+                                                   fold_loop(dst, count, kth), start))
+        index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
+        items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
+                 for k in range(count)]
+        return "\n".join(loads + chain(dst, items))
+    guard = None if end is None else (lambda k: f"{first} + {k} < {end}")
+    return "\n".join(fold_loop(dst, count, kth, guard))
+
+
+def fold_loop(dst: str, count: int, item, guard=None) -> list[str]:
+    """Lines folding ``count`` items into ``dst`` in order by a loop of literal
+    bounds: NVVM unrolls it into the code unrolled text would give, and Numba
+    types and lowers one step instead of ``count - 1``. ``item(k)``: the
+    accumulator of the ``k``-th item (``k`` the loop's variable; None for the
+    first, which starts ``dst``); ``guard(k)``: where given, the condition
+    under which the ``k``-th item is folded."""
+    lines = [f"{dst} = {item(None)}"]
     if count > 1:
         k = f"{dst}_k"
-        step = f"{dst} = {combine(dst, item(f'{first} + {k}'))}"
-        if end is not None:
-            step = f"if {first} + {k} < {end}:\n    {step}"
-        lines += [f"for {k} in range(1, {count}):", snippet(step, 1)]
-    return "\n".join(lines)
+        body = f"{dst} = {combine(dst, item(k))}"
+        if guard is not None:
+            body = f"if {guard(k)}:\n    {body}"
+        lines += [f"for {k} in range(1, {count}):", snippet(body, 1)]
+    return lines
 
 
 def warp_reduce(spec: KernelSpec, dialect, var: str, lane: str, valid: str | None,

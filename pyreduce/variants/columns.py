@@ -57,8 +57,8 @@ import numpy as np
 from ..codegen import render
 from ..spec import BatchSpec
 from ._blocks import (
-    acc_load, combine, element, load_items, prelude, put_result, shared_decl, shared_load,
-    snippet, store, tile_summary, zero,
+    acc_load, combine, element, fold_loop, load_items, prelude, put_result, shared_decl,
+    shared_load, snippet, store, tile_summary, zero,
 )
 from .segments import arguments
 
@@ -146,51 +146,54 @@ def _rows_at(spec: BatchSpec, k: str) -> tuple[list, list]:
     return loads, rows
 
 
-def _runs(spec: BatchSpec, k: str, first: bool) -> str:
+def _runs(spec: BatchSpec, k: str) -> str:
     """The :data:`ROWS` rows from row ``k`` on folded into ``a0, a1, ...``:
     each row's elements in order, or with :attr:`BatchSpec.f32_tiles` each
     output's run of them summarised in float32 first (``u{j}``) and folded
-    once; ``first`` (runs only): the run starts the accumulators."""
+    once (a run float32 cannot summarise folded element by element, its rows
+    after the first loaded again, :func:`_run_again`)."""
     loads, rows = _rows_at(spec, k)
     steps = []
     if spec.f32_tiles:
         for j in range(spec.items):
             run = [rows[r][j] for r in range(ROWS)]
-            steps += tile_summary(spec, f"u{j}", [v for v, _ in run], [e for _, e in run], k)
-            steps.append(f"a{j} = u{j}" if first else f"a{j} = {combine(f'a{j}', f'u{j}')}")
+            steps += tile_summary(spec, f"u{j}", [v for v, _ in run],
+                                  _run_again(spec, f"u{j}", k, j, run[0][1]), k)
+            steps.append(f"a{j} = {combine(f'a{j}', f'u{j}')}")
     else:
         for r in range(ROWS):
             steps += [f"a{j} = {combine(f'a{j}', rows[r][j][1])}" for j in range(spec.items)]
     return "\n".join(loads + steps)
 
 
+def _run_again(spec: BatchSpec, dst: str, k: str, j: int, first: str) -> list[str]:
+    """Lines folding into ``dst`` output ``j``'s elements of the :data:`ROWS`
+    rows from row ``k`` on, one by one: ``first`` (the first row's, as loaded),
+    then the others read again by a loop (:func:`pyreduce.variants._blocks.fold_loop`)."""
+    def item(r):
+        if r is None:
+            return first
+        index = _index(spec, f"base + ({k} + {r}) * {_stride(spec)}", j)
+        return _element(spec, index, f"x[{index}]", f"{k} + {r}", j)
+
+    return fold_loop(dst, ROWS, item)
+
+
 def _walk(spec: BatchSpec) -> str:
     """Every one of the thread's ``items`` outputs exists: ``a0, a1, ...`` fold
-    rows ``[k0, k1)`` (``k1 > k0``) from ``x[base]`` on, unrolled, no guards;
-    with :attr:`BatchSpec.f32_tiles` from a run of :data:`ROWS` rows where
-    there are that many, so that every full run is summarised in float32."""
+    rows ``[k0, k1)`` (``k1 > k0``) from ``x[base]`` on, unrolled, no guards:
+    the first row, then :data:`ROWS` rows at a time (:func:`_runs`: one copy of
+    their code, which :attr:`BatchSpec.f32_tiles` makes long), then one at a
+    time."""
     c, stride = spec.items, _stride(spec)
     first_loads, first_items, first_index = _row(spec, "f", "p")
-    lines = ["p = base + k0 * " + stride, *first_loads]
-    lines += [f"a{j} = {_element(spec, first_index[j], first_items[j], 'k0', j)}"
+    start = ["p = base + k0 * " + stride, *first_loads]
+    start += [f"a{j} = {_element(spec, first_index[j], first_items[j], 'k0', j)}"
               for j in range(c)]
-    if spec.f32_tiles:
-        start = render(
-            """
-            if k0 + ${R} <= k1:
-            ${run}
-                k = k0 + ${R}
-            else:
-            ${first}
-                k = k0 + 1
-            """, R=ROWS, run=snippet(_runs(spec, "k0", True), 1),
-            first=snippet("\n".join(lines), 1))
-    else:
-        start = "\n".join(lines) + "\nk = k0 + 1\n"
     one_loads, one_items, one_index = _row(spec, "q", "p")
     one = [f"a{j} = {combine(f'a{j}', _element(spec, one_index[j], one_items[j], 'k', j))}"
            for j in range(c)]
-    return start + render(
+    return "\n".join(start) + "\nk = k0 + 1\n" + render(
         """
         while k + ${R} <= k1:
         ${step}
@@ -200,7 +203,7 @@ def _walk(spec: BatchSpec) -> str:
         ${one}
             k += 1
         """,
-        R=ROWS, stride=stride, step=snippet(_runs(spec, "k", False), 1),
+        R=ROWS, stride=stride, step=snippet(_runs(spec, "k"), 1),
         one=snippet("\n".join(one_loads + one), 1),
     )
 
