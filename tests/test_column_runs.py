@@ -11,8 +11,8 @@ loads) does the same for the sums and moments; its runs are rows ``g`` apart,
 so the indices of ``argmax`` keep the element-by-element fold there.
 
 Each case is checked against NumPy's float64 answer (or index) for row
-counts around multiples of ``ROWS`` (a run that starts the accumulators, runs
-after the first, the rows left over, parts of a split pass), with data far
+counts around multiples of ``ROWS`` (fewer rows than a run, one run after the
+first row, several, the rows left over, parts of a split pass), with data far
 from zero and a small spread (where a float32 sum of squares about zero would
 lose it), ties, signed zeros, infinities and NaN, and values past float32's
 squares.
