@@ -24,6 +24,9 @@ Cases (each skipped where its library or a GPU is missing):
 ``cupy_axes``       ``pyreduce.mean`` of it as 1024 rows of 1024 along ``axis=1``
                     and ``pyreduce.sum`` of it as 2**17 rows of 8 (staged rows)
 ``cupy_axes_peer``  CuPy's own two calls
+``cupy_columns``    ``pyreduce.mean`` and ``pyreduce.var`` of it as 1024 rows of 1024
+                    along ``axis=0`` (the columns kernels, float32 runs of rows)
+``cupy_columns_peer`` CuPy's own two calls
 ``cupy_peer``       CuPy's own ``x.max()``, the peer of the two above
 ``numpy_max``       ``pyreduce.max`` of a 2**20 float64 NumPy array (``auto``)
 ``numpy_lambda``    the same with the lambda
@@ -97,6 +100,24 @@ s = pyreduce.sum(x.reshape(2**17, 8), axis=1)  # short rows, staged
 ok = bool(cp.allclose(m, rows.mean(axis=1), rtol=1e-5)) and bool(
     cp.allclose(s, x.reshape(2**17, 8).sum(axis=1), rtol=1e-5))
 done(seconds=time.perf_counter() - t, ok=ok)
+""",
+    "cupy_columns": _CUPY + """
+t = time.perf_counter()
+import pyreduce
+rows = x.reshape(1024, 1024)
+m = pyreduce.mean(rows, axis=0)  # columns kernels that finish their outputs
+v = pyreduce.var(rows, axis=0)
+ok = bool(cp.allclose(m, rows.mean(axis=0), rtol=1e-5)) and bool(
+    cp.allclose(v, rows.var(axis=0), rtol=1e-4))
+done(seconds=time.perf_counter() - t, ok=ok)
+""",
+    "cupy_columns_peer": _CUPY + """
+t = time.perf_counter()
+rows = x.reshape(1024, 1024)
+m = rows.mean(axis=0)
+v = rows.var(axis=0)
+cp.cuda.Device().synchronize()
+done(seconds=time.perf_counter() - t, ok=True)
 """,
     "cupy_axes_peer": _CUPY + """
 t = time.perf_counter()
