@@ -27,6 +27,7 @@ import cProfile
 import os
 import pstats
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import meta, save  # noqa: E402
@@ -58,8 +59,8 @@ def measure(fn: str, dtype: str, n: int) -> dict:
     found = calls(fn, dtype, n)
     row = {"function": fn, "dtype": dtype, "n": n}
     for lib, call in found.items():
-        row[lib] = {"host_us": burst_us(call, sync, 32, 100),
-                    "device_us": piped_seconds(call) * 1e6}
+        row[lib] = {"host_us": burst_us(call, sync, 32, _rounds(call, sync)),
+                    "device_us": piped_seconds(call, rounds=3 if _slow(call, sync) else 7) * 1e6}
 
     def ready(call):
         def timed():
@@ -75,6 +76,26 @@ def measure(fn: str, dtype: str, n: int) -> dict:
                       for lib, v in row.items() if isinstance(v, dict))
     print(f"{fn} {dtype} 2**{n.bit_length() - 1}: {cells}", flush=True)
     return row
+
+
+def _seconds(call, sync) -> float:
+    """One call's time to its ready result, after one untimed call."""
+    call()
+    sync()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    return time.perf_counter() - t0
+
+
+def _rounds(call, sync, budget: float = 1.0) -> int:
+    """Bursts of 32 that fit ``budget`` seconds: 100 at most, 3 at least (CuPy's
+    ``var`` of 2**28 elements takes 0.2 s a call)."""
+    return max(3, min(100, int(budget / (32 * _seconds(call, sync)))))
+
+
+def _slow(call, sync) -> bool:
+    return _seconds(call, sync) > 0.01
 
 
 def profile(fn: str, dtype: str, n: int, count: int = 5000) -> None:
