@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import meta, save  # noqa: E402
 from _timing import burst_us, interleaved_seconds, piped_seconds, steady_gpu  # noqa: E402
-from targets import DISTS, _inputs, peer_call, pyreduce_call  # noqa: E402
+from targets import DISTS, library_calls  # noqa: E402
 
 #: the calls of the study: each kind of kernel once (plain, widening tuple,
 #: moments, index, pair), float32, and the half-precision means
@@ -42,14 +42,10 @@ CASES = [("sum", "float32"), ("max", "float32"), ("mean", "float32"), ("var", "f
 
 
 def calls(fn: str, dtype: str, n: int) -> dict:
-    """``{library: call}`` of ``fn`` on the data of ``bench/targets.py``."""
-    _, mine, theirs = _inputs(fn, dtype, n, "gpu")
-    found = {"pyreduce": pyreduce_call(fn, mine, "gpu")}
-    for lib, (x, t) in theirs.items():
-        call = peer_call(lib, fn, x, t)
-        if call is not None:
-            found[lib] = call
-    return found
+    """``{library: call}`` of ``fn`` on the data of ``bench/targets.py``, for
+    the libraries that have it."""
+    _, found = library_calls(fn, dtype, n, "gpu")
+    return {lib: call for lib, call in found.items() if call is not None}
 
 
 def measure(fn: str, dtype: str, n: int) -> dict:
@@ -59,8 +55,11 @@ def measure(fn: str, dtype: str, n: int) -> dict:
     found = calls(fn, dtype, n)
     row = {"function": fn, "dtype": dtype, "n": n}
     for lib, call in found.items():
-        row[lib] = {"host_us": burst_us(call, sync, 32, _rounds(call, sync)),
-                    "device_us": piped_seconds(call, rounds=3 if _slow(call, sync) else 7) * 1e6}
+        each = _seconds(call, sync)
+        # bursts that fit a second (CuPy's var of 2**28 elements takes 0.2 s a call)
+        bursts = max(3, min(100, int(1.0 / (32 * each))))
+        row[lib] = {"host_us": burst_us(call, sync, 32, bursts),
+                    "device_us": piped_seconds(call, rounds=3 if each > 0.01 else 7) * 1e6}
 
     def ready(call):
         def timed():
@@ -86,16 +85,6 @@ def _seconds(call, sync) -> float:
     call()
     sync()
     return time.perf_counter() - t0
-
-
-def _rounds(call, sync, budget: float = 1.0) -> int:
-    """Bursts of 32 that fit ``budget`` seconds: 100 at most, 3 at least (CuPy's
-    ``var`` of 2**28 elements takes 0.2 s a call)."""
-    return max(3, min(100, int(budget / (32 * _seconds(call, sync)))))
-
-
-def _slow(call, sync) -> bool:
-    return _seconds(call, sync) > 0.01
 
 
 def profile(fn: str, dtype: str, n: int, count: int = 5000) -> None:

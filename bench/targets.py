@@ -251,14 +251,20 @@ def _numpy_dtype(dtype: str):
     return np.dtype(dtype)
 
 
-def measure(fn: str, dtype: str, n: int, device: str, rounds: int) -> dict:
+def library_calls(fn: str, dtype: str, n: int, device: str) -> tuple:
+    """``(host data, {library: its call of fn on that data, or None where it
+    has none})``: pyreduce's, then the peers'."""
     host, mine, theirs = _inputs(fn, dtype, n, device)
+    calls = {"pyreduce": pyreduce_call(fn, mine, device)}
+    calls.update((lib, peer_call(lib, fn, x, t)) for lib, (x, t) in theirs.items())
+    return host, calls
+
+
+def measure(fn: str, dtype: str, n: int, device: str, rounds: int) -> dict:
+    host, calls = library_calls(fn, dtype, n, device)
     want = expected(fn, host)
     sync = _synchronize(device)
     row = {"function": fn, "dtype": dtype, "n": n, "seconds": {}, "ok": True}
-    calls = {"pyreduce": pyreduce_call(fn, mine, device)}
-    for lib, (x, t) in theirs.items():
-        calls[lib] = peer_call(lib, fn, x, t)
     timed = {}
     for lib, call in calls.items():
         row["seconds"][lib] = None
