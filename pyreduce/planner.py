@@ -194,7 +194,9 @@ class Auto:
     variant: str
     items: int
     block: int | None = None  # None: the device's default_block
-    waves: int = 1  # the grid's bound, in multiples of DeviceInfo.max_grid(block)
+    #: the grid's bound, in multiples of DeviceInfo.max_grid(block) (a fraction:
+    #: part of a wave, for a kernel whose registers hold fewer blocks an SM)
+    waves: float = 1
     #: 0: the grid fills its bound; k: about k tiles per block, on a grid of
     #: at least one wave and at most ``waves``
     per_block: int = 0
@@ -207,8 +209,8 @@ class Auto:
         """The most blocks for ``tiles`` tiles of ``block`` threads."""
         wave = device.max_grid(block)
         if not self.per_block:
-            return self.waves * wave
-        return min(self.waves * wave, max(wave, -(-tiles // self.per_block)))
+            return max(1, int(self.waves * wave))
+        return min(max(1, int(self.waves * wave)), max(wave, -(-tiles // self.per_block)))
 
 
 def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
@@ -304,6 +306,21 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
     against 255.8; 250.5, 283.9, 251.8), two waves up to 4.2% slower. Four
     waves are within 3.3% of the best of the three in every case measured.
 
+    On an H200 (2026-12-02, ``docs/performance/var-layouts-h200.json``: device
+    time of calls back to back, then wall time of calls each waited for;
+    PyTorch's in brackets), var's summaries of float32 between one and two L2
+    sizes run two-pass per lane (``warp_shuffle_lanes``, 8 items, blocks of
+    256) on half a wave of blocks: its kernel takes 60 registers a thread, so
+    four blocks an SM reside (528 on the H200), where the one launch per lane
+    chosen before took 70 (three an SM) on 1024 blocks and merged every
+    block's summary in its last block. A sweep at 2**24: 29.5 and 46.4 us
+    against 36.9 and 57.7 (30.2 and 48.7); a whole wave of blocks 32.9 and
+    49.7, two waves 38.3 and 55.7. Then, in another process: 2**24 32.1 and
+    50.3 us against 36.8 and 64.5 (30.5 and 49.9), 24,000,000 elements 34.0
+    and 59.2 against 45.8 and 78.8 (38.6 and 58.0), 14,000,000 33.9 and 59.5
+    against 33.8 and 62.2 (27.2 and 47.3); std the same. int32 keeps the one
+    launch (not measured two-pass).
+
     On an H200 at 2**24 (device time of calls back to back, one run;
     PyTorch's in brackets), the 16-byte accumulators of a float32 input fold
     per lane where the op may be reordered (``last_block_lanes``, 8 items,
@@ -331,6 +348,8 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
     wide = acc_dtype.itemsize >= 32  # var's summaries
     if not streaming:
         if wide and commutative:
+            if size == 4 and in_dtype.kind == "f":
+                return Auto("warp_shuffle_lanes", 8, 256, 0.5)  # var's of float32
             return Auto("last_block_lanes", 8 if size <= 4 else 4, 256)
         if size != 4:
             return None

@@ -464,7 +464,8 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     """A commutative tuple op (every structured reduction's but complex
     minmax's) past the L2 folds per lane (planner._tuple_rule): var 16 items
     of float32 and 4 of float64 two-pass, two fields of float32 8 items in one
-    launch and of float64 4 items two-pass; between one and two L2 sizes and
+    launch and of float64 4 items two-pass; between one and two L2 sizes
+    float32's var 8 items two-pass on half a wave, int32's in one launch, and
     in the cache var in one launch; a non-commutative op never, and an explicit
     variant wins. The plans keep NumPy's answers (tests/test_structured.py runs
     the lane variants)."""
@@ -488,7 +489,15 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     argmax, minmax = structured.argmax_monoid, structured.minmax_monoid
     assert layout(var, np.float32, 3 * l2) == ("warp_shuffle_lanes", 16)
     assert layout(var, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
-    assert layout(var, np.float32, 3 * l2 // 2) == ("last_block_lanes", 8)
+    # between one and two L2 sizes: float32's var two-pass on half a wave of
+    # blocks, int32's in one launch; in the cache in one launch
+    assert layout(var, np.float32, 3 * l2 // 2) == ("warp_shuffle_lanes", 8)
+    m = var(np.dtype(np.float32))
+    plan = make_plan(3 * l2 // 8, np.dtype(np.float32), m.dtype, m.key, H100_L2, align=16,
+                     commutative=True)
+    half = H100_L2.max_grid(256) // 2
+    assert half // 2 < plan.grid <= half and plan.finish is not None
+    assert layout(var, np.int32, 3 * l2 // 2) == ("last_block_lanes", 8)
     assert layout(var, np.float32, l2 // 8) == ("last_block_lanes", 8)
     for two in (mean, argmax, minmax):
         assert layout(two, np.float32, 3 * l2) == ("last_block_lanes", 8)
