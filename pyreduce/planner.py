@@ -265,6 +265,15 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
 
 
+#: The grid of the per-lane fold of a 4-byte input's accumulators under 32
+#: bytes (``last_block_lanes``, 8 items, blocks of 256) past the L2, in waves
+#: of :meth:`DeviceInfo.max_grid`: five blocks an SM of the eight that 256
+#: threads allow, the most their registers let reside (five or six an SM on an
+#: H200), so that every block starts at once and none is left for a second
+#: round (see :func:`_tuple_rule`).
+LANES_WAVE = 0.625
+
+
 def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
                 commutative: bool = False) -> Auto | None:
     """The layout of a tuple accumulator past the L2 (``streaming``: past twice
@@ -305,6 +314,20 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
     within 1.2% of it (257.1 against 260.3 us, 262.4 against 263.0, 255.7
     against 255.8; 250.5, 283.9, 251.8), two waves up to 4.2% slower. Four
     waves are within 3.3% of the best of the three in every case measured.
+
+    Those waves counted :meth:`DeviceInfo.max_grid`'s eight blocks an SM, but
+    these kernels' registers let five or six reside, so four "waves" ran in
+    about seven rounds and one in two. On an H200 (2026-12-02,
+    ``docs/performance/lanes-grid-h200.json``, a sweep of the grid bound and a
+    second process after the rule; device time of calls back to back, PyTorch's
+    in brackets) a grid of five blocks an SM (:data:`LANES_WAVE`, 660) ran at
+    2**28 3-5% faster than four waves (float32 mean 245.0 us against 256.0,
+    246.7; argmax 254.4 against 267.3, 288.3; int32 minmax 243.3 against
+    252.2, 247.1), at 2**26 8-14% (float32 argmax 69.8 against 80.3, 80.2;
+    mean 67.8 against 77.3, 70.0), and between one and two L2 sizes 11-12%
+    faster than one wave (float32 mean of 2**24 22.0 us against 25.1, 23.2;
+    argmax 24.0 against 27.2, 28.9). In the sweep no bound from 528 to 4224
+    blocks was more than 2% faster than 660 in any of these cases.
 
     On an H200 (2026-12-02, ``docs/performance/var-layouts-h200.json``: device
     time of calls back to back, then wall time of calls each waited for;
@@ -354,7 +377,7 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
         if size != 4:
             return None
         if commutative and in_dtype.kind == "f" and acc_dtype.itemsize == 16:
-            return Auto("last_block_lanes", 8, 256)  # mean's, argmax's of float32
+            return Auto("last_block_lanes", 8, 256, LANES_WAVE)  # mean's, argmax's of float32
         return Auto("last_block_x2" if wide else "last_block", 8, 256)
     if wide:
         if commutative:
@@ -362,7 +385,7 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
         return Auto("warp_shuffle", 32 if size <= 4 else 8, 256)
     if size == 4:
         if commutative:
-            return Auto("last_block_lanes", 8, 256, 4)
+            return Auto("last_block_lanes", 8, 256, LANES_WAVE)
         return Auto("warp_shuffle", 16, 256)
     if size == 2:
         return Auto("warp_shuffle_x2", 16, 256)

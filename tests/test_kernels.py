@@ -486,6 +486,11 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     def mean(dt):
         return structured.moments_monoid(dt, "mean")
 
+    def lanes_grid(monoid, nbytes):
+        m = monoid(np.dtype(np.float32))
+        return make_plan(nbytes // 4, np.dtype(np.float32), m.dtype, m.key, H100_L2, align=16,
+                         commutative=True).grid
+
     argmax, minmax = structured.argmax_monoid, structured.minmax_monoid
     assert layout(var, np.float32, 3 * l2) == ("warp_shuffle_lanes", 16)
     assert layout(var, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
@@ -501,18 +506,16 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     assert layout(var, np.float32, l2 // 8) == ("last_block_lanes", 8)
     for two in (mean, argmax, minmax):
         assert layout(two, np.float32, 3 * l2) == ("last_block_lanes", 8)
-        # past twice the L2 on up to four waves of blocks
-        m = two(np.dtype(np.float32))
-        n = 40 * l2 // 4
-        plan = make_plan(n, np.dtype(np.float32), m.dtype, m.key, H100_L2, align=16,
-                         commutative=True)
-        assert 2 * H100_L2.max_grid(256) < plan.grid <= 4 * H100_L2.max_grid(256)
+        # past the L2 on five blocks an SM (planner.LANES_WAVE): the most that
+        # their registers let reside
+        assert H100_L2.sm_count * 4 < lanes_grid(two, 40 * l2) <= H100_L2.sm_count * 5
         assert layout(two, np.float64, 3 * l2) == ("warp_shuffle_lanes", 4)
         assert layout(two, np.float32, l2 // 8)[0] == "last_block"
     # between one and two L2 sizes: float32's 16-byte accumulators per lane,
     # int32's and minmax's pairs one tile a loop
     for two in (mean, argmax, structured.argmin_monoid):
         assert layout(two, np.float32, 3 * l2 // 2) == ("last_block_lanes", 8)
+        assert H100_L2.sm_count * 4 < lanes_grid(two, 3 * l2 // 2) <= H100_L2.sm_count * 5
         assert layout(two, np.int32, 3 * l2 // 2) == ("last_block", 8)
     assert layout(minmax, np.float32, 3 * l2 // 2) == ("last_block", 8)
     # complex minmax is not commutative (which NaN wins): ordered variants only
