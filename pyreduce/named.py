@@ -12,9 +12,14 @@ from .general import (KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, c
                       warn_complex_to_real)
 from .interop import checked_device_result, inspect
 from .ops import sum_dtype
+from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
 from .tuning_keywords import settle
 
 __all__ = ["sum", "prod", "max", "min", "nanmax", "nanmin", "any", "all", "nansum", "nanprod"]
+
+
+#: the keywords of a plain call that goes straight to its repeat
+_PLAIN = frozenset({"device_result", "deterministic"})
 
 
 def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initial, kwargs,
@@ -23,13 +28,16 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
     the keywords it passes on to ``reduce``, of those ``allowed``."""
     info = inspect(x, masked=True)
     acc = dtype_rule(info.dtype) if dtype is None else dtype
-    if out is None and (not kwargs or (len(kwargs) == 1 and "device_result" in kwargs)):
-        # the commonest plain calls, straight to their repeat (pyreduce.callmemo)
-        result = _repeat(info, op, identity, initial, acc, "auto", None,
-                         checked_device_result(kwargs.get("device_result")), axis,
-                         keepdims)[1]
-        if result is not _MISS:
-            return result
+    if out is None and _PLAIN.issuperset(kwargs) and allowed.issuperset(kwargs):
+        # the commonest plain calls, straight to their repeat (pyreduce.callmemo);
+        # deterministic=True under the call shape the full path remembers it by
+        det = kwargs.get("deterministic", False)
+        if det is False or det is True:
+            result = _repeat(info, op, identity, initial, acc, "auto", None,
+                             checked_device_result(kwargs.get("device_result")), axis,
+                             keepdims, (_DEFAULT_TUNING, True) if det else None)[1]
+            if result is not _MISS:
+                return result
     kwargs = settle(name, kwargs)
     check_keywords(name, kwargs, allowed)
     return _reduce(info, op, identity, initial, acc, out=out, axis=axis, keepdims=keepdims,

@@ -159,6 +159,32 @@ def test_a_tuning_and_deterministic_are_part_of_the_call_shape(gpu_backend, prep
         pyreduce.sum(d, backend=gpu_backend, deterministic=1)
 
 
+def test_plain_deterministic_repeats_go_straight_to_their_decisions(monkeypatch):
+    """A named reduction's repeat with no keyword but ``deterministic=`` and
+    ``device_result=`` skips the keyword checks and finds the decisions the
+    full path remembered (the same call shape): the fixed tree's bits on each
+    new input, the device result where asked; a ``deterministic`` that is not
+    a bool takes the full path, which refuses it."""
+    from pyreduce import named
+
+    rng = np.random.default_rng(12)
+    xs = [rng.standard_normal(N) for _ in range(3)]
+    pyreduce.sum(device(xs[0]), deterministic=True)  # the full path remembers it
+    pyreduce.sum(device(xs[0]), deterministic=True, device_result=True)
+    with pytest.raises(TypeError, match="deterministic= must be True or False"):
+        pyreduce.sum(device(xs[0]), deterministic=1)
+
+    def full_path(*args, **kwargs):
+        raise AssertionError("a plain repeat took the full path")
+
+    monkeypatch.setattr(named, "_reduce", full_path)
+    for x in xs[1:]:
+        want = pyreduce.reference(x, "add").tobytes()
+        assert pyreduce.sum(device(x), deterministic=True).tobytes() == want
+        got = pyreduce.sum(device(x), deterministic=True, device_result=True)
+        assert got.copy_to_host().tobytes() == want
+
+
 def test_forgetting_plans_forgets_repeats(gpu_backend, prepares, tmp_path, monkeypatch):
     x = np.random.default_rng(6).standard_normal(N)
     d = device(x)
