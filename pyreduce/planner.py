@@ -198,7 +198,7 @@ class Auto:
     #: part of a wave, for a kernel whose registers hold fewer blocks an SM)
     waves: float = 1
     #: 0: the grid fills its bound; k: about k tiles per block, on a grid of
-    #: at least one wave and at most ``waves``
+    #: at least one wave and at most ``waves`` waves
     per_block: int = 0
 
     def block_on(self, device: DeviceInfo, warp: int) -> int:
@@ -234,7 +234,8 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       H100 it had been up to 1.5% faster than this one;
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
       a tuple accumulator up to twice the L2 gets the same items per thread on
-      one launch (``last_block``), whose last block also finishes a structured
+      one launch (``last_block``; float32 var's past the L2 two passes, see
+      :func:`_tuple_rule`), whose last block also finishes a structured
       reduction (:meth:`pyreduce.backends.base.GeneratedBackend.finishes`): a
       call that waits for its result pays for every launch on the host;
     * tuple accumulators (mean's, var's, argmax's: several fields folded per
@@ -268,9 +269,11 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
 #: The grid of the per-lane fold of a 4-byte input's accumulators under 32
 #: bytes (``last_block_lanes``, 8 items, blocks of 256) past the L2, in waves
 #: of :meth:`DeviceInfo.max_grid`: five blocks an SM of the eight that 256
-#: threads allow, the most their registers let reside (five or six an SM on an
-#: H200), so that every block starts at once and none is left for a second
-#: round (see :func:`_tuple_rule`).
+#: threads allow. Their registers let five or six reside on an H200, so every
+#: block starts at once and none is left for a second round (see
+#: :func:`_tuple_rule`; measured for float32 mean, argmax, argmin and minmax
+#: and int32 argmax, argmin and minmax, the other accumulators of the rule,
+#: such as nanargmax's and int32 mean's, not).
 LANES_WAVE = 0.625
 
 
@@ -341,8 +344,9 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
     49.7, two waves 38.3 and 55.7. Then, in another process: 2**24 32.1 and
     50.3 us against 36.8 and 64.5 (30.5 and 49.9), 24,000,000 elements 34.0
     and 59.2 against 45.8 and 78.8 (38.6 and 58.0), 14,000,000 33.9 and 59.5
-    against 33.8 and 62.2 (27.2 and 47.3); std the same. int32 keeps the one
-    launch (not measured two-pass).
+    against 33.8 and 62.2 (27.2 and 47.3); std the same (nanvar and nanstd,
+    which share the rule, were not measured). int32 keeps the one launch (not
+    measured two-pass).
 
     On an H200 at 2**24 (device time of calls back to back, one run;
     PyTorch's in brackets), the 16-byte accumulators of a float32 input fold

@@ -137,3 +137,17 @@ def test_columns_study_reads_its_tunings():
     with pytest.raises(SystemExit, match="i4x2"):
         columns.tuning_of("i4x2")
     assert columns.label(300, 4096, "float32", "var") == "var 300x4096 f4"
+
+
+def test_grids_study_reads_its_before_layout():
+    """bench/grids.py (a GPU study) takes the layout a change replaced as a
+    variant and a tuning in bench/columns.py's spelling."""
+    import grids
+
+    import pyreduce
+
+    assert grids.before_tuning("last_block_lanes i8b256m4224") == pyreduce.Tuning(
+        variant="last_block_lanes", items_per_thread=8, block_size=256, max_blocks=4224)
+    with pytest.raises(SystemExit, match="i8x"):
+        grids.before_tuning("last_block_lanes i8x")
+    assert grids._agrees("argmax", np.int64(3), 3) and not grids._agrees("mean", 1.0, 1.1)
