@@ -206,11 +206,15 @@ class Auto:
         return max(self.block or device.default_block, warp)
 
     def max_blocks(self, device: DeviceInfo, block: int, tiles: int) -> int:
-        """The most blocks for ``tiles`` tiles of ``block`` threads."""
+        """The most blocks for ``tiles`` tiles of ``block`` threads. A fraction
+        of a wave holds for this layout's own block size only (its kernel's
+        registers): a tuning's other block size gets a whole wave."""
         wave = device.max_grid(block)
+        waves = self.waves if self.waves >= 1 or block == self.block else 1
+        bound = max(1, int(waves * wave))
         if not self.per_block:
-            return max(1, int(self.waves * wave))
-        return min(max(1, int(self.waves * wave)), max(wave, -(-tiles // self.per_block)))
+            return bound
+        return min(bound, max(wave, -(-tiles // self.per_block)))
 
 
 def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,

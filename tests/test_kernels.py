@@ -517,6 +517,11 @@ def test_auto_folds_per_lane_where_the_op_may_be_reordered():
         assert layout(two, np.float32, 3 * l2 // 2) == ("last_block_lanes", 8)
         assert H100_L2.sm_count * 4 < lanes_grid(two, 3 * l2 // 2) <= H100_L2.sm_count * 5
         assert layout(two, np.int32, 3 * l2 // 2) == ("last_block", 8)
+    # a tuning's other block size: the fraction of a wave was measured for 256
+    m = mean(np.dtype(np.float32))
+    wide = make_plan(40 * l2 // 4, np.dtype(np.float32), m.dtype, m.key, H100_L2,
+                     Tuning(block_size=1024), align=16, commutative=True)
+    assert (wide.spec.block, wide.grid) == (1024, H100_L2.max_grid(1024))
     assert layout(minmax, np.float32, 3 * l2 // 2) == ("last_block", 8)
     # complex minmax is not commutative (which NaN wins): ordered variants only
     assert layout(minmax, np.complex64, 3 * l2)[0] == "warp_shuffle"
