@@ -347,9 +347,10 @@ def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,
     against 36.9 and 57.7 (30.2 and 48.7); a whole wave of blocks 32.9 and
     49.7, two waves 38.3 and 55.7. Then, in another process: 2**24 32.1 and
     50.3 us against 36.8 and 64.5 (30.5 and 49.9), 24,000,000 elements 34.0
-    and 59.2 against 45.8 and 78.8 (38.6 and 58.0), 14,000,000 33.9 and 59.5
-    against 33.8 and 62.2 (27.2 and 47.3); std the same (nanvar and nanstd,
-    which share the rule, were not measured). int32 keeps the one launch (not
+    and 59.2 against 45.8 and 78.8 (38.6 and 58.0); std the same (nanvar and
+    nanstd, which share the rule, were not measured). 14,000,000 elements fit
+    the H200's 60 MiB L2 and keep the one launch (33.9 us back to back, and
+    33.8 as the same layout named by a tuning; 27.2). int32 keeps the one launch (not
     measured two-pass).
 
     On an H200 at 2**24 (device time of calls back to back, one run;
