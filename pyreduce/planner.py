@@ -238,8 +238,8 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       H100 it had been up to 1.5% faster than this one;
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
       a tuple accumulator up to twice the L2 gets the same items per thread on
-      one launch (``last_block``; float32 var's past the L2 two passes, see
-      :func:`_tuple_rule`), whose last block also finishes a structured
+      one launch (``last_block``; float32 var's between one and two L2 sizes
+      two passes, see :func:`_tuple_rule`), whose last block also finishes a structured
       reduction (:meth:`pyreduce.backends.base.GeneratedBackend.finishes`): a
       call that waits for its result pays for every launch on the host;
     * tuple accumulators (mean's, var's, argmax's: several fields folded per
