@@ -29,18 +29,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import meta, save  # noqa: E402
 from _timing import piped_seconds, steady_gpu  # noqa: E402
+from layouts import peer_call  # noqa: E402
 
 #: the calls of the study and their NumPy references
 CALLS = ("mean", "var", "argmax", "argmin", "minmax")
 DISTS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch")
-
-
-def _peer(name: str, t):
-    import torch
-
-    calls = {"mean": t.mean, "argmax": t.argmax, "argmin": t.argmin,
-             "minmax": lambda: torch.aminmax(t), "var": lambda: t.var(correction=0)}
-    return calls[name]
 
 
 def _numpy(name: str, host: np.ndarray):
@@ -97,7 +90,7 @@ def measure(name: str, dtype: str, log2: int, bounds, before=None) -> dict:
     resident = {k.name: (e.resources.get(k.name) or {}).get("blocks_per_sm")
                 if isinstance(e.resources.get(k.name), dict) else None for k in e.kernels}
     layout = dict(variant=spec.variant, items_per_thread=spec.items, block_size=spec.block)
-    rows = {"torch": _peer(name, t), "auto": lambda: fn(x)}
+    rows = {"torch": peer_call(name, t), "auto": lambda: fn(x)}
     if before is not None:
         rows["before"] = lambda: fn(x, tuning=before)
     for bound in bounds:

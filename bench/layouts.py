@@ -75,10 +75,11 @@ LAYOUTS = {
 }
 
 
-def _peer(name: str, t):
+def peer_call(name: str, t):
+    """PyTorch's call of ``name`` on the tensor ``t`` (``bench/grids.py`` too)."""
     import torch
 
-    calls = {"sum": t.sum, "mean": t.mean, "argmax": t.argmax,
+    calls = {"sum": t.sum, "mean": t.mean, "argmax": t.argmax, "argmin": t.argmin,
              "minmax": lambda: torch.aminmax(t), "var": lambda: t.var(correction=0)}
     return calls[name]
 
@@ -125,7 +126,7 @@ def run(log2, only, dtypes=()) -> None:
             for name, layouts in calls.items():
                 if only and name not in only:
                     continue
-                rows = [("torch", _peer(name, t))]
+                rows = [("torch", peer_call(name, t))]
                 if name in ("sum", "mean") and dtype != "bfloat16":
                     rows.append(("cupy", getattr(x, name)))
                 rows.append(("auto", lambda name=name, x=x: getattr(pyreduce, name)(x)))
