@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import meta, save  # noqa: E402
-from _timing import piped_seconds, steady_gpu  # noqa: E402
+from _timing import host_seconds, piped_seconds, steady_gpu  # noqa: E402
 from layouts import peer_call  # noqa: E402
 
 #: the calls of the study and their NumPy references
@@ -59,19 +58,6 @@ def before_tuning(text: str):
     return tuning_of(fields.strip()).replace(variant=variant)
 
 
-def _synced(f, sync, reps: int = 20) -> float:
-    f()
-    sync()
-    rounds = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            f()
-            sync()
-        rounds.append((time.perf_counter() - t0) / reps * 1e6)
-    return float(np.median(rounds))
-
-
 def measure(name: str, dtype: str, log2: int, bounds, before=None) -> dict:
     """One case's row: its plan, resident blocks an SM, and ``[piped, synced]``
     microseconds for each library and grid bound."""
@@ -87,8 +73,9 @@ def measure(name: str, dtype: str, log2: int, bounds, before=None) -> dict:
     fn = getattr(pyreduce, name)
     e = pyreduce.explain(x, _monoid(name, np.dtype(dtype)))
     spec = e.plan.spec
-    resident = {k.name: (e.resources.get(k.name) or {}).get("blocks_per_sm")
-                if isinstance(e.resources.get(k.name), dict) else None for k in e.kernels}
+    # resources: a dict per kernel, or a note where they are not known
+    resident = {name: r.get("blocks_per_sm") if isinstance(r, dict) else None
+                for name, r in e.resources.items()}
     layout = dict(variant=spec.variant, items_per_thread=spec.items, block_size=spec.block)
     rows = {"torch": peer_call(name, t), "auto": lambda: fn(x)}
     if before is not None:
@@ -104,8 +91,9 @@ def measure(name: str, dtype: str, log2: int, bounds, before=None) -> dict:
     got: dict = {k: [] for k in rows}
     for _ in range(3):
         for label, f in rows.items():
+            synced = host_seconds(lambda f=f: (f(), sync()), calls=20)
             got[label].append((piped_seconds(f, calls=10 if log2 >= 28 else 20, rounds=5) * 1e6,
-                               _synced(f, sync)))
+                               synced * 1e6))
     times = {k: [float(np.median([a for a, _ in v])), float(np.median([b for _, b in v]))]
              for k, v in got.items()}
     return {"plan": f"{spec.label}; grid {e.plan.grid}", "blocks_per_sm": resident,
