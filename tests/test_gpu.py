@@ -184,6 +184,42 @@ def test_express_repeats_of_two_pass_plans(kind, monkeypatch):
     assert fast[0] >= 2 * 5  # the second and third rounds' calls: served as repeats
 
 
+@pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
+def test_express_repeats_of_the_fixed_tree(kind, monkeypatch):
+    """``deterministic=True`` repeats run the fixed tree's two launches in one
+    step (``pyreduce.backends.express``), with the bits of the full path: new
+    data on every call, inside and past the L2 cache (where the tree takes
+    another layout), host and device results, checked against the cpu
+    backend's evaluation of the same tree."""
+    from pyreduce.backends.express import Express
+    from pyreduce.backends.numba_cuda import CudaBackend
+    from pyreduce.callmemo import MISS
+
+    to_device, scalar_of, _ = _library(kind)
+    fast, real_call = [0], Express.__call__
+
+    def call(self, *args):
+        found = real_call(self, *args)
+        fast[0] += found is not MISS
+        return found
+
+    monkeypatch.setattr(Express, "__call__", call)
+    l2 = CudaBackend().device().l2_bytes or 50 * 2**20
+    rng = np.random.default_rng(5)
+    sizes = [3 * 2**16 + 7, 3 * l2 // 4 + 3]  # float32: inside, then past three L2 sizes
+    for n in sizes:
+        for _ in range(3):
+            h = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
+            want = pyreduce.sum(h, backend="cpu", deterministic=True)
+            d = to_device(h)
+            got = pyreduce.sum(d, deterministic=True, device_result=False)
+            assert got.tobytes() == want.tobytes()
+            r = pyreduce.sum(d, deterministic=True, device_result=True)
+            assert np.float32(scalar_of(r)).tobytes() == want.tobytes()
+    # per size the first call plans, the five others are served as repeats
+    assert fast[0] == 5 * len(sizes)
+
+
 @pytest.mark.parametrize("kind", ["numba", "cupy"])
 def test_small_results_share_slabs_and_stay_correct(kind):
     """Small Numba and CuPy results are cut from shared slabs: every result keeps

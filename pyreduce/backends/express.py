@@ -1,7 +1,8 @@
 """Repeat calls on a GPU in one step.
 
 A repeat of a plain call (:mod:`pyreduce.callmemo`) whose plan has no initial
-value (one launch, or the two of a two-pass plan) runs here, without the
+value (one launch, or the two of a two-pass plan, the fixed tree of
+``deterministic=True`` among them) runs here, without the
 general path's layers (:meth:`pyreduce.prepared.Prepared.run_on`,
 :class:`pyreduce.driver.Executable`, the backend's ``flat_input``).
 The call shape fixes the input's dtype, shape and strides, so its flat view
@@ -124,7 +125,9 @@ def express(backend, call, device: int, finished=None) -> Express | None:
     ``(KernelSpec.finisher, result dtype, result shape, report)``, the kernel
     finishing a structured reduction into a device array of that dtype and
     shape, ``report()`` giving the finisher's warning (or None)."""
-    if call.initial is not None or call.fixed_tree:
+    # a fixed tree (deterministic=True) is a two-pass plan like any other: its
+    # launches and their grids are the plan's, so a repeat here gives its bits
+    if call.initial is not None:
         return None
     if call.flat.owner is not call.info.device:
         return None
