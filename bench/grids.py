@@ -81,7 +81,6 @@ def measure(name: str, dtype: str, log2: int, bounds, before=None) -> dict:
     """One case's row: its plan, resident blocks an SM, and ``[piped, synced]``
     microseconds for each library and grid bound."""
     import cupy as cp
-    import torch
 
     import pyreduce
 

@@ -5,11 +5,14 @@ has it), as a table and a chart.
     NUMBA_ENABLE_CUDASIM=0 python bench/targets.py run --out targets.json
     python bench/targets.py report targets.json     # docs/performance/targets-<gpu>.md and .png
     python bench/targets.py run --device cpu --log2 16 --out cpu.json   # any machine
+    python bench/targets.py merge a.json b.json --runs "how" --out targets.json  # runs of parts
 
 Functions: ``sum``, ``prod``, ``max``, ``min``, ``nansum``, ``nanmax``, ``any``,
 ``all``, ``mean``, ``var``, ``std``, ``argmax``, ``argmin`` and ``minmax``, of
 whole arrays of 2**24, 2**26 and 2**28 elements (``--log2``) of float32,
-float64 and int32, and float16 and bfloat16 for ``sum`` and ``mean``.
+float64 and int32, and float16 and bfloat16 for ``sum`` and ``mean``
+(``--functions`` picks functions, ``--only`` cases by their text). Runs of
+parts of the matrix join into one JSON with ``merge``.
 
 On a GPU (``--device gpu``, the default) the peers are CuPy and PyTorch, each
 given the same data (PyTorch a zero-copy tensor of the CuPy array; bfloat16,
@@ -22,8 +25,11 @@ integers convert to float64 first. A call is timed to its result being ready:
 the wall time of calls back to back, each followed by a device
 synchronisation, median of rounds in which the libraries take turns on a GPU
 kept busy (``_timing.interleaved_seconds``), after the case's calls have kept
-it busy for :data:`BUSY_SECONDS`. Each library's answer is checked against
-NumPy's first (float64 for sums, means and variances, within a rounding
+it busy for :data:`BUSY_SECONDS`. Each library's own call is timed: pyreduce's
+value comes to the host, the peers' stay on the device; with ``--results
+host`` each peer's result is copied to the host in its call too, as a user
+who wants the number writes (``t.sum().item()``). Each library's answer is
+checked against NumPy's first (float64 for sums, means and variances, within a rounding
 bound; exactly for the rest), and one that disagrees is reported, not timed.
 
 ``--device cpu`` runs the same matrix on the host, pyreduce's cpu backend
@@ -41,7 +47,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _cli import Command, dispatch, with_out  # noqa: E402
+from _cli import Command, UsageError, dispatch, with_out  # noqa: E402
 from _report import (docs, load, meta, pyplot, row as _md_row, save, save_chart,  # noqa: E402
                      table, today, versions, write)
 from _timing import interleaved_seconds, steady_gpu  # noqa: E402
@@ -60,12 +66,12 @@ DISTS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch"
 MET = 1.0
 
 
-def cases(log2=LOG2, only=()) -> list[tuple[str, str, int]]:
-    """``(function, dtype, n)`` for every target, those whose text
-    (``"sum float32 2**24"``) contains one of ``only`` where given."""
+def cases(log2=LOG2, only=(), functions=FUNCTIONS) -> list[tuple[str, str, int]]:
+    """``(function, dtype, n)`` for every target of ``functions``, those whose
+    text (``"sum float32 2**24"``) contains one of ``only`` where given."""
     found = []
     for k in log2:
-        for fn in FUNCTIONS:
+        for fn in [f for f in FUNCTIONS if f in functions]:
             for dt in DTYPES + HALF.get(fn, []):
                 text = label(fn, dt, 2**k)
                 if not only or any(part in text for part in only):
@@ -251,17 +257,32 @@ def _numpy_dtype(dtype: str):
     return np.dtype(dtype)
 
 
-def library_calls(fn: str, dtype: str, n: int, device: str) -> tuple:
+def library_calls(fn: str, dtype: str, n: int, device: str, results: str = "default") -> tuple:
     """``(host data, {library: its call of fn on that data, or None where it
-    has none})``: pyreduce's, then the peers'."""
+    has none})``: pyreduce's, then the peers'. ``results="host"``: each call
+    ends with its value on the host (a peer's device result copied there, as
+    ``t.sum().item()`` would: :func:`host_value`; pyreduce's is already)."""
     host, mine, theirs = _inputs(fn, dtype, n, device)
     calls = {"pyreduce": pyreduce_call(fn, mine, device)}
     calls.update((lib, peer_call(lib, fn, x, t)) for lib, (x, t) in theirs.items())
+    if results == "host" and device == "gpu":
+        calls.update((lib, None if c is None else (lambda c=c: host_value(c())))
+                     for lib, c in calls.items() if lib != "pyreduce")
     return host, calls
 
 
-def measure(fn: str, dtype: str, n: int, device: str, rounds: int) -> dict:
-    host, calls = library_calls(fn, dtype, n, device)
+def host_value(v):
+    """A peer's result (a 0-d CuPy array or PyTorch tensor, or a tuple of them)
+    as the host value a user takes of it: ``.item()``, the cheapest copy both
+    libraries offer (PyTorch's ``.cpu()`` makes a tensor first)."""
+    if isinstance(v, tuple):
+        return tuple(host_value(p) for p in v)
+    return v.item()
+
+
+def measure(fn: str, dtype: str, n: int, device: str, rounds: int,
+            results: str = "default") -> dict:
+    host, calls = library_calls(fn, dtype, n, device, results)
     want = expected(fn, host)
     sync = _synchronize(device)
     row = {"function": fn, "dtype": dtype, "n": n, "seconds": {}, "ok": True}
@@ -323,9 +344,11 @@ def run(args) -> int:
     else:
         about = {"gpu": None, "date": today(), "versions": versions(DISTS),
                  "cpus": os.cpu_count()}
+    if args.results == "host":
+        about["results"] = "host"
     data = {"meta": about, "device": args.device, "rows": []}
-    for fn, dt, n in cases(log2, args.only or ()):
-        data["rows"].append(measure(fn, dt, n, args.device, args.rounds))
+    for fn, dt, n in cases(log2, args.only or (), args.functions or FUNCTIONS):
+        data["rows"].append(measure(fn, dt, n, args.device, args.rounds, args.results))
         save(args.out, data)  # after every case: a run cut short keeps what it measured
     return 0 if all(r["ok"] for r in data["rows"]) else 1
 
@@ -372,8 +395,10 @@ def report_text(data: dict) -> str:
     libs = _libs(rows)
     measured = [r for r in rows if ratio(r) is not None]
     met = [r for r in measured if ratio(r) >= MET]
+    where = ("every library's value on the host (a peer's device result copied there)"
+             if m.get("results") == "host" else "each library's own call")
     head = (f"{m.get('gpu') or 'CPU'}, {m.get('date')}; time per call to a ready "
-            f"result. Ratio: the fastest peer's time over pyreduce's (at least "
+            f"result, {where}. Ratio: the fastest peer's time over pyreduce's (at least "
             f"{MET:.2f}: the target is met). Met: {len(met)} of {len(measured)} "
             "measured.\n")
     if m.get("runs"):  # rows from more than one run: which
@@ -436,7 +461,49 @@ def _run_arguments(p) -> None:
     p.add_argument("--log2", type=int, nargs="+", help=f"sizes as powers of two (default {LOG2})")
     p.add_argument("--only", action="append", metavar="TEXT",
                    help='only the cases whose text contains TEXT, e.g. "mean" or "float64 2**26"')
+    p.add_argument("--functions", nargs="+", choices=FUNCTIONS, metavar="NAME",
+                   help="only these functions (default: all 14)")
+    p.add_argument("--results", choices=["default", "host"], default="default",
+                   help="default: each library's own call (pyreduce's value on the host, "
+                        "the peers' on the device); host: every value on the host")
     p.add_argument("--rounds", type=int, default=7)
+
+
+def merge(args) -> int:
+    """The rows of runs that measured different cases, as one run's JSON in the
+    matrix's order, with ``--runs`` (how they were made) in its meta; the meta
+    of the first, whose GPU, versions and kind of results (``--results``)
+    each of the others must share."""
+    runs = [load(path) for path in args.paths]
+    def shared(data):  # what the runs of one matrix have in common
+        return {k: data["meta"].get(k) for k in ("gpu", "versions", "results")}
+
+    first = runs[0]["meta"]
+    for path, data in zip(args.paths, runs):
+        if shared(data) != shared(runs[0]):
+            raise UsageError(f"{path} ran as {shared(data)}, {args.paths[0]} as "
+                             f"{shared(runs[0])}")
+    rows, seen = {}, set()
+    for data in runs:
+        for r in data["rows"]:
+            case = (r["function"], r["dtype"], r["n"])
+            if case in seen:
+                raise UsageError(f"{label(*case)} is in more than one of {', '.join(args.paths)}")
+            seen.add(case)
+            rows[case] = r
+    order = {c: i for i, c in enumerate(cases(sorted({n.bit_length() - 1 for _, _, n in rows})))}
+    merged = {"meta": {**first, "runs": args.runs}, "device": runs[0]["device"],
+              "rows": sorted(rows.values(),
+                             key=lambda r: order[(r["function"], r["dtype"], r["n"])])}
+    save(args.out, merged)
+    print(f"{args.out}: {len(merged['rows'])} rows of {len(runs)} runs")
+    return 0
+
+
+def _merge_arguments(p) -> None:
+    p.add_argument("paths", nargs="+", help="JSON of runs of different cases")
+    p.add_argument("--runs", required=True,
+                   help="how the runs were made, for the report's 'Runs:' line")
 
 
 def _report_arguments(p) -> None:
@@ -450,4 +517,5 @@ if __name__ == "__main__":
     sys.exit(dispatch(__doc__, {
         "run": Command(run, with_out(_run_arguments), "measure the matrix"),
         "report": Command(report, _report_arguments, "the table (and chart) of a run"),
+        "merge": Command(merge, with_out(_merge_arguments), "one run's JSON of several runs"),
     }))

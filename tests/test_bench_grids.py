@@ -41,3 +41,16 @@ def test_the_monoid_it_explains_gives_numpys_answer_for_bfloat16(name):
     host = np.random.default_rng(5).standard_normal(3000).astype(BF16)
     e = pyreduce.explain(host, grids._monoid(name, BF16), backend="cpu")
     assert grids._agrees(name, e.result, grids._numpy(name, host), BF16)
+
+
+def test_grids_study_reads_its_before_layout():
+    """bench/grids.py (a GPU study) takes the layout a change replaced as a
+    variant and a tuning in bench/columns.py's spelling."""
+    import pyreduce
+
+    assert grids.before_tuning("last_block_lanes i8b256m4224") == pyreduce.Tuning(
+        variant="last_block_lanes", items_per_thread=8, block_size=256, max_blocks=4224)
+    with pytest.raises(SystemExit, match="i8x"):
+        grids.before_tuning("last_block_lanes i8x")
+    f32 = np.dtype(np.float32)
+    assert grids._agrees("argmax", np.int64(3), 3, f32) and not grids._agrees("mean", 1.0, 1.1, f32)

@@ -33,6 +33,10 @@ def test_the_matrix_is_the_targets():
     assert ("var", "float16", 2**24) not in every
     picked = targets.cases([24], ["float64 2**24"])
     assert sorted(fn for fn, _, _ in picked) == sorted(targets.FUNCTIONS)
+    some = targets.cases([24, 26], functions=["minmax", "sum"])  # in the matrix's order
+    assert [(fn, dt) for fn, dt, n in some if n == 2**24] == [
+        ("sum", "float32"), ("sum", "float64"), ("sum", "int32"), ("sum", "float16"),
+        ("sum", "bfloat16"), ("minmax", "float32"), ("minmax", "float64"), ("minmax", "int32")]
 
 
 @pytest.mark.parametrize("fn", targets.FUNCTIONS)
@@ -76,6 +80,62 @@ def test_cpu_mode_end_to_end(tmp_path):
     assert (tmp_path / "targets-test.md").read_text() == text
     png = (tmp_path / "targets-test.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_runs_of_parts_merge_into_the_matrix(tmp_path):
+    """Two runs of different functions join into one JSON in the matrix's
+    order, with the runs' description; a case in both is refused."""
+    a, b, both = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "ab.json"
+    common = ("--device", "cpu", "--log2", "10", "--rounds", "1")
+    _script("run", *common, "--functions", "minmax", "mean", "--out", str(a))
+    _script("run", *common, "--functions", "sum", "--only", "float", "--out", str(b))
+    printed = _script("merge", str(b), str(a), "--runs", "two parts", "--out", str(both))
+    data = json.loads(both.read_text())
+    assert "12 rows of 2 runs" in printed and data["meta"]["runs"] == "two parts"
+    assert [(r["function"], r["dtype"]) for r in data["rows"]] == [
+        ("sum", "float32"), ("sum", "float64"), ("sum", "float16"), ("sum", "bfloat16"),
+        ("mean", "float32"), ("mean", "float64"), ("mean", "int32"), ("mean", "float16"),
+        ("mean", "bfloat16"), ("minmax", "float32"), ("minmax", "float64"),
+        ("minmax", "int32")]
+    assert "Runs: two parts." in _script("report", str(both))
+    host = tmp_path / "host.json"  # runs of other kinds of results are not one matrix
+    _script("run", *common, "--functions", "prod", "--results", "host", "--out", str(host))
+    assert "every library's value on the host" in _script("report", str(host))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), "merge",
+                           str(a), str(host), "--runs", "x", "--out", str(tmp_path / "d.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "'results': 'host'" in done.stderr
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), "merge",
+                           str(a), str(both), "--runs", "x", "--out", str(tmp_path / "c.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "mean float32 2**10 is in more than one" in done.stderr
+
+
+def test_host_results_copy_only_the_peers_results(monkeypatch):
+    """``--results host``: on a GPU each peer's call ends with its value on the
+    host (``.item()`` of each result), pyreduce's call is its own (its value is
+    on the host already); the cpu mode has nothing to copy."""
+    copied = []
+    monkeypatch.setattr(targets, "host_value", lambda v: copied.append(v) or ("host", v))
+    monkeypatch.setattr(targets, "_inputs", lambda fn, dt, n, device: (
+        None, "mine", {"cupy": ("x", None), "torch": (None, "t")}))
+    monkeypatch.setattr(targets, "pyreduce_call", lambda fn, x, device: lambda: ("pr", x))
+    monkeypatch.setattr(targets, "peer_call", lambda lib, fn, x, t=None: lambda: (lib, x, t))
+    _, calls = targets.library_calls("sum", "float32", 8, "gpu", "host")
+    assert calls["pyreduce"]() == ("pr", "mine") and not copied
+    assert calls["cupy"]() == ("host", ("cupy", "x", None))
+    assert calls["torch"]() == ("host", ("torch", None, "t")) and len(copied) == 2
+    _, calls = targets.library_calls("sum", "float32", 8, "gpu")
+    assert calls["cupy"]() == ("cupy", "x", None) and len(copied) == 2
+    _, calls = targets.library_calls("sum", "float32", 8, "cpu", "host")
+    assert calls["cupy"]() == ("cupy", "x", None) and len(copied) == 2
+
+
+def test_a_host_value_is_each_results_item():
+    """What ``host_value`` takes of a peer's 0-d results, a pair of them too."""
+    assert targets.host_value(np.float32(1.5)) == 1.5
+    pair = targets.host_value((np.asarray(-2, np.int32), np.asarray(7, np.int32)))
+    assert pair == (-2, 7) and all(type(v) is int for v in pair)
 
 
 def test_a_wrong_answer_is_reported_not_timed(monkeypatch):
@@ -137,17 +197,3 @@ def test_columns_study_reads_its_tunings():
     with pytest.raises(SystemExit, match="i4x2"):
         columns.tuning_of("i4x2")
     assert columns.label(300, 4096, "float32", "var") == "var 300x4096 f4"
-
-
-def test_grids_study_reads_its_before_layout():
-    """bench/grids.py (a GPU study) takes the layout a change replaced as a
-    variant and a tuning in bench/columns.py's spelling."""
-    import grids
-
-    import pyreduce
-
-    assert grids.before_tuning("last_block_lanes i8b256m4224") == pyreduce.Tuning(
-        variant="last_block_lanes", items_per_thread=8, block_size=256, max_blocks=4224)
-    with pytest.raises(SystemExit, match="i8x"):
-        grids.before_tuning("last_block_lanes i8x")
-    assert grids._agrees("argmax", np.int64(3), 3) and not grids._agrees("mean", 1.0, 1.1)
