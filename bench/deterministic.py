@@ -2,6 +2,7 @@
 
     python bench/deterministic.py run --out accuracy.json   # errors (GPU columns if one is present)
     python bench/deterministic.py time --out timing.json    # the cost on a GPU
+    python bench/deterministic.py wall --out wall.json      # the cost a waiting caller sees
     python bench/deterministic.py report accuracy.json [timing.json]   # tables into docs/
 
     NUMBA_ENABLE_CUDASIM=0 python bench/deterministic.py all   # on a GPU machine: all three
@@ -21,6 +22,12 @@ result): the default path against ``deterministic=True`` with its default
 layout, with the variant's own defaults (the layout before the measured one),
 with 4, 8 and 16 items per thread, and CuPy's ``sum`` where it is installed.
 
+``wall`` times what a caller of host results sees, for float32 and float64
+sums of CuPy arrays at 2**24 and 2**28 elements, the default path,
+``deterministic=True`` and CuPy's ``float(x.sum())`` in interleaved rounds: the host's time to issue a call
+(bursts of 32), the wall time of a call followed by a synchronisation, and the
+device time per call of calls queued back to back.
+
 ``report`` writes ``docs/deterministic/accuracy.md`` and, from a timing file,
 ``docs/deterministic/cost.md``; ``docs/deterministic.md`` includes both. ``all``
 runs the three, keeping the JSON next to the tables.
@@ -39,12 +46,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _cli import Command, add_max_log2, dispatch, upto, with_out  # noqa: E402
 from _report import (docs, gpu_name, has_cuda as _gpu, load, pow2, row, rule,  # noqa: E402
                      save, today, versions_text, write)
-from _timing import device_seconds  # noqa: E402
+from _timing import burst_us, device_seconds, interleaved_seconds, piped_seconds  # noqa: E402
 
 DOCS = docs("deterministic")
 SIZES = [2**k for k in range(16, 25, 2)]
 TIME_SIZES = [2**24, 2**26, 2**28]
 TIME_ITEMS = [4, 8, 16]
+WALL_SIZES = [2**24, 2**28]
 
 
 def _one_large(rng, n):
@@ -225,6 +233,49 @@ def time_cost(out: str, sizes=TIME_SIZES) -> dict:
     return result
 
 
+def wall_cost(out: str, sizes=WALL_SIZES, rounds: int = 3) -> dict:
+    """``{case: {config: [host us, ready us, device us]}}`` of the default path
+    and ``deterministic=True`` (GPU and CuPy only), each the median of
+    ``rounds`` rounds in which the two take turns; every result is checked
+    first, the deterministic one bit for bit against ``pyreduce.reference``."""
+    import pyreduce
+
+    if not _gpu():
+        raise SystemExit("wall needs a CUDA GPU (and NUMBA_ENABLE_CUDASIM unset or 0)")
+    import cupy as cp
+
+    sync = cp.cuda.Device().synchronize
+    configs = {"default": {}, "deterministic": dict(deterministic=True)}
+    result = dict(meta=dict(_meta(), what="sum of CuPy arrays, host results: [host us "
+                            "(bursts of 32), ready us (a call then a synchronisation), "
+                            "device us (calls back to back)], medians of interleaved rounds"))
+    for dt in (np.float32, np.float64):
+        for n in sizes:
+            host = np.random.default_rng(n).standard_normal(n).astype(dt)
+            x = cp.asarray(host)
+            want = pyreduce.reference(host, "add").tobytes()
+            if pyreduce.sum(x, deterministic=True).tobytes() != want:
+                raise SystemExit(f"deterministic sum of {n} {np.dtype(dt).name} differs "
+                                 "from pyreduce.reference")
+            calls = {name: (lambda kw=kw: pyreduce.sum(x, **kw)) for name, kw in configs.items()}
+            calls["cupy"] = lambda: float(x.sum())  # a peer in the same rounds
+            samples = {name: [] for name in calls}
+            for _ in range(rounds):
+                ready = interleaved_seconds(
+                    {name: (lambda fn=fn: (fn(), sync())) for name, fn in calls.items()},
+                    calls=30, rounds=5)
+                for name, fn in calls.items():
+                    samples[name].append((burst_us(fn, sync), ready[name] * 1e6,
+                                          piped_seconds(fn) * 1e6))
+            row = {name: [float(v) for v in np.median(np.array(s), axis=0)]
+                   for name, s in samples.items()}
+            case = f"sum {np.dtype(dt).name} 2**{n.bit_length() - 1}"
+            result[case] = row
+            print(case, row, flush=True)
+    save(out, result)
+    return result
+
+
 def _variant_defaults(cuda):
     """The layout ``pairwise`` ran before its measured one
     (:func:`pyreduce.planner.fixed_tree_layout`): 4 items a thread, blocks of
@@ -316,6 +367,7 @@ COMMANDS = {
     "run": Command(lambda a: run(a.out, upto(SIZES, a.max_log2)),
                    with_out(lambda r: add_max_log2(r, 24))),
     "time": Command(lambda a: time_cost(a.out), with_out()),
+    "wall": Command(lambda a: wall_cost(a.out), with_out()),
     "report": Command(lambda a: report(a.accuracy, a.timing), _report_arguments),
     "all": Command(_all),
 }
