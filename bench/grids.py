@@ -14,7 +14,12 @@ microseconds: calls back to back (``_timing.piped_seconds``) and calls each
 followed by a synchronisation, medians of three rounds in which the rows take
 turns. Each case also records the blocks an SM that each of ``auto``'s
 kernels lets reside (its registers, from ``explain``). Every result is
-checked against NumPy's first.
+checked against NumPy's first. bfloat16, which CuPy lacks, is a PyTorch
+tensor for both libraries.
+
+A call with ``tuning=`` takes the keyword path, whose host time is above
+``auto``'s remembered call: where the host bounds calls (2**24 elements of a
+half), the bounds' rows are slower for that, not for their grids.
 """
 
 from __future__ import annotations
