@@ -24,9 +24,10 @@ with 4, 8 and 16 items per thread, and CuPy's ``sum`` where it is installed.
 
 ``wall`` times what a caller of host results sees, for float32 and float64
 sums of CuPy arrays at 2**24 and 2**28 elements, the default path,
-``deterministic=True`` and CuPy's ``float(x.sum())`` in interleaved rounds: the host's time to issue a call
-(bursts of 32), the wall time of a call followed by a synchronisation, and the
-device time per call of calls queued back to back.
+``deterministic=True`` and CuPy's ``float(x.sum())`` in interleaved rounds:
+the host's time to issue a call (bursts of 32), the wall time of a call
+followed by a synchronisation, and the device time per call of calls queued
+back to back.
 
 ``report`` writes ``docs/deterministic/accuracy.md`` and, from a timing file,
 ``docs/deterministic/cost.md``; ``docs/deterministic.md`` includes both. ``all``
