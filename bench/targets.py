@@ -25,10 +25,11 @@ integers convert to float64 first. A call is timed to its result being ready:
 the wall time of calls back to back, each followed by a device
 synchronisation, median of rounds in which the libraries take turns on a GPU
 kept busy (``_timing.interleaved_seconds``), after the case's calls have kept
-it busy for :data:`BUSY_SECONDS`. Each library's own call is timed: pyreduce's
-value comes to the host, the peers' stay on the device; with ``--results
-host`` each peer's result is copied to the host in its call too, as a user
-who wants the number writes (``t.sum().item()``). Each library's answer is
+it busy for :data:`BUSY_SECONDS`. Each library's own call is timed, and each
+leaves its result on the device (pyreduce's of a CuPy array is a 0-d CuPy
+array); with ``--results host`` each call ends with the value on the host, as
+a user who wants the number writes it: ``device_result=False`` for pyreduce,
+``.item()`` of the peers' results (``t.sum().item()``). Each library's answer is
 checked against NumPy's first (float64 for sums, means and variances, within a rounding
 bound; exactly for the rest), and one that disagrees is reported, not timed.
 
@@ -190,12 +191,16 @@ def _eps(dtype) -> float:
 # --- the calls
 
 
-def pyreduce_call(fn: str, x, device: str):
+def pyreduce_call(fn: str, x, device: str, results: str = "default"):
+    """pyreduce's call of ``fn``: its default (on a GPU, a device result), or
+    with ``results="host"`` its value on the host (``device_result=False``)."""
     import pyreduce
 
     f = getattr(pyreduce, fn)
     if device == "cpu":
         return lambda: f(x, backend="cpu")
+    if results == "host":
+        return lambda: f(x, device_result=False)
     return lambda: f(x)
 
 
@@ -260,10 +265,11 @@ def _numpy_dtype(dtype: str):
 def library_calls(fn: str, dtype: str, n: int, device: str, results: str = "default") -> tuple:
     """``(host data, {library: its call of fn on that data, or None where it
     has none})``: pyreduce's, then the peers'. ``results="host"``: each call
-    ends with its value on the host (a peer's device result copied there, as
-    ``t.sum().item()`` would: :func:`host_value`; pyreduce's is already)."""
+    ends with its value on the host (pyreduce's ``device_result=False``, a
+    peer's device result copied there, as ``t.sum().item()`` would:
+    :func:`host_value`)."""
     host, mine, theirs = _inputs(fn, dtype, n, device)
-    calls = {"pyreduce": pyreduce_call(fn, mine, device)}
+    calls = {"pyreduce": pyreduce_call(fn, mine, device, results)}
     calls.update((lib, peer_call(lib, fn, x, t)) for lib, (x, t) in theirs.items())
     if results == "host" and device == "gpu":
         calls.update((lib, None if c is None else (lambda c=c: host_value(c())))
@@ -395,8 +401,9 @@ def report_text(data: dict) -> str:
     libs = _libs(rows)
     measured = [r for r in rows if ratio(r) is not None]
     met = [r for r in measured if ratio(r) >= MET]
-    where = ("every library's value on the host (a peer's device result copied there)"
-             if m.get("results") == "host" else "each library's own call")
+    where = ("every library's value on the host (pyreduce's device_result=False, a "
+             "peer's result copied there by .item())" if m.get("results") == "host"
+             else "each library's own call, its result on the device")
     head = (f"{m.get('gpu') or 'CPU'}, {m.get('date')}; time per call to a ready "
             f"result, {where}. Ratio: the fastest peer's time over pyreduce's (at least "
             f"{MET:.2f}: the target is met). Met: {len(met)} of {len(measured)} "
@@ -464,8 +471,8 @@ def _run_arguments(p) -> None:
     p.add_argument("--functions", nargs="+", choices=FUNCTIONS, metavar="NAME",
                    help="only these functions (default: all 14)")
     p.add_argument("--results", choices=["default", "host"], default="default",
-                   help="default: each library's own call (pyreduce's value on the host, "
-                        "the peers' on the device); host: every value on the host")
+                   help="default: each library's own call, its result on the device; "
+                        "host: every value on the host")
     p.add_argument("--rounds", type=int, default=7)
 
 

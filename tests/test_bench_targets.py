@@ -89,7 +89,7 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
     common = ("--device", "cpu", "--log2", "10", "--rounds", "1")
     _script("run", *common, "--functions", "minmax", "mean", "--out", str(a))
     _script("run", *common, "--functions", "sum", "--only", "float", "--out", str(b))
-    printed = _script("merge", str(b), str(a), "--runs", "two parts", "--out", str(both))
+    printed = _script("merge", str(a), str(b), "--runs", "two parts", "--out", str(both))
     data = json.loads(both.read_text())
     assert "12 rows of 2 runs" in printed and data["meta"]["runs"] == "two parts"
     assert [(r["function"], r["dtype"]) for r in data["rows"]] == [
@@ -111,24 +111,31 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
     assert done.returncode != 0 and "mean float32 2**10 is in more than one" in done.stderr
 
 
-def test_host_results_copy_only_the_peers_results(monkeypatch):
-    """``--results host``: on a GPU each peer's call ends with its value on the
-    host (``.item()`` of each result), pyreduce's call is its own (its value is
-    on the host already); the cpu mode has nothing to copy."""
-    copied = []
+def test_host_results_bring_every_value_to_the_host(monkeypatch):
+    """``--results host``: on a GPU each peer's call ends with ``.item()`` of
+    its result (``host_value``) and pyreduce's asks for a host result
+    (``device_result=False``); by default every call is the library's own,
+    and the cpu mode has nothing to copy."""
+    import pyreduce
+
+    copied, asked = [], []
     monkeypatch.setattr(targets, "host_value", lambda v: copied.append(v) or ("host", v))
     monkeypatch.setattr(targets, "_inputs", lambda fn, dt, n, device: (
         None, "mine", {"cupy": ("x", None), "torch": (None, "t")}))
-    monkeypatch.setattr(targets, "pyreduce_call", lambda fn, x, device: lambda: ("pr", x))
+    monkeypatch.setattr(pyreduce, "sum", lambda x, **kw: asked.append(kw) or ("pr", x))
     monkeypatch.setattr(targets, "peer_call", lambda lib, fn, x, t=None: lambda: (lib, x, t))
     _, calls = targets.library_calls("sum", "float32", 8, "gpu", "host")
-    assert calls["pyreduce"]() == ("pr", "mine") and not copied
+    assert calls["pyreduce"]() == ("pr", "mine") and asked == [{"device_result": False}]
+    assert not copied
     assert calls["cupy"]() == ("host", ("cupy", "x", None))
     assert calls["torch"]() == ("host", ("torch", None, "t")) and len(copied) == 2
     _, calls = targets.library_calls("sum", "float32", 8, "gpu")
-    assert calls["cupy"]() == ("cupy", "x", None) and len(copied) == 2
+    assert calls["cupy"]() == ("cupy", "x", None) and calls["pyreduce"]() == ("pr", "mine")
+    assert asked[-1] == {} and len(copied) == 2
     _, calls = targets.library_calls("sum", "float32", 8, "cpu", "host")
     assert calls["cupy"]() == ("cupy", "x", None) and len(copied) == 2
+    calls["pyreduce"]()
+    assert asked[-1] == {"backend": "cpu"}
 
 
 def test_a_host_value_is_each_results_item():
