@@ -351,6 +351,9 @@ def run(args) -> int:
         about = {"gpu": None, "date": today(), "versions": versions(DISTS),
                  "cpus": os.cpu_count()}
     if args.results == "host":
+        if args.device != "gpu":
+            raise UsageError("--results host needs --device gpu: on the cpu every value "
+                             "is on the host already")
         about["results"] = "host"
     data = {"meta": about, "device": args.device, "rows": []}
     for fn, dt, n in cases(log2, args.only or (), args.functions or FUNCTIONS):
@@ -401,9 +404,13 @@ def report_text(data: dict) -> str:
     libs = _libs(rows)
     measured = [r for r in rows if ratio(r) is not None]
     met = [r for r in measured if ratio(r) >= MET]
-    where = ("every library's value on the host (pyreduce's device_result=False, a "
-             "peer's result copied there by .item())" if m.get("results") == "host"
-             else "each library's own call, its result on the device")
+    if not m.get("gpu"):
+        where = "pyreduce's cpu backend and NumPy, values on the host"
+    elif m.get("results") == "host":
+        where = ("every library's value on the host (pyreduce's device_result=False, a "
+                 "peer's result copied there by .item())")
+    else:
+        where = "each library's own call, its result on the device"
     head = (f"{m.get('gpu') or 'CPU'}, {m.get('date')}; time per call to a ready "
             f"result, {where}. Ratio: the fastest peer's time over pyreduce's (at least "
             f"{MET:.2f}: the target is met). Met: {len(met)} of {len(measured)} "
@@ -482,26 +489,24 @@ def merge(args) -> int:
     of the first, whose GPU, versions and kind of results (``--results``)
     each of the others must share."""
     runs = [load(path) for path in args.paths]
+
     def shared(data):  # what the runs of one matrix have in common
         return {k: data["meta"].get(k) for k in ("gpu", "versions", "results")}
 
-    first = runs[0]["meta"]
     for path, data in zip(args.paths, runs):
         if shared(data) != shared(runs[0]):
             raise UsageError(f"{path} ran as {shared(data)}, {args.paths[0]} as "
                              f"{shared(runs[0])}")
-    rows, seen = {}, set()
+    rows = {}
     for data in runs:
         for r in data["rows"]:
             case = (r["function"], r["dtype"], r["n"])
-            if case in seen:
+            if case in rows:
                 raise UsageError(f"{label(*case)} is in more than one of {', '.join(args.paths)}")
-            seen.add(case)
             rows[case] = r
     order = {c: i for i, c in enumerate(cases(sorted({n.bit_length() - 1 for _, _, n in rows})))}
-    merged = {"meta": {**first, "runs": args.runs}, "device": runs[0]["device"],
-              "rows": sorted(rows.values(),
-                             key=lambda r: order[(r["function"], r["dtype"], r["n"])])}
+    merged = {"meta": {**runs[0]["meta"], "runs": args.runs}, "device": runs[0]["device"],
+              "rows": [rows[c] for c in sorted(rows, key=order.__getitem__)]}
     save(args.out, merged)
     print(f"{args.out}: {len(merged['rows'])} rows of {len(runs)} runs")
     return 0

@@ -97,18 +97,28 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
         ("mean", "float32"), ("mean", "float64"), ("mean", "int32"), ("mean", "float16"),
         ("mean", "bfloat16"), ("minmax", "float32"), ("minmax", "float64"),
         ("minmax", "int32")]
-    assert "Runs: two parts." in _script("report", str(both))
-    host = tmp_path / "host.json"  # runs of other kinds of results are not one matrix
-    _script("run", *common, "--functions", "prod", "--results", "host", "--out", str(host))
+    text = _script("report", str(both))
+    assert "Runs: two parts." in text and "cpu backend and NumPy, values on the host" in text
+    # --results host is a GPU mode; runs of another kind of results are not one matrix
+    assert "--results host needs --device gpu" in _fails(
+        "run", *common, "--functions", "prod", "--results", "host", "--out", str(tmp_path / "h"))
+    host = tmp_path / "host.json"
+    data = json.loads(b.read_text())
+    data["meta"].update(results="host", gpu="a GPU")
+    host.write_text(json.dumps(data))
     assert "every library's value on the host" in _script("report", str(host))
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), "merge",
-                           str(a), str(host), "--runs", "x", "--out", str(tmp_path / "d.json")],
+    assert "'results': 'host'" in _fails("merge", str(a), str(host), "--runs", "x",
+                                         "--out", str(tmp_path / "d.json"))
+    assert "mean float32 2**10 is in more than one" in _fails(
+        "merge", str(a), str(both), "--runs", "x", "--out", str(tmp_path / "c.json"))
+
+
+def _fails(*args) -> str:
+    """The error of a bench/targets.py command that must fail."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0 and "'results': 'host'" in done.stderr
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), "merge",
-                           str(a), str(both), "--runs", "x", "--out", str(tmp_path / "c.json")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0 and "mean float32 2**10 is in more than one" in done.stderr
+    assert done.returncode != 0, done.stdout[-2000:]
+    return done.stderr
 
 
 def test_host_results_bring_every_value_to_the_host(monkeypatch):
