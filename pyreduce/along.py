@@ -33,11 +33,8 @@ from . import backends, callmemo, manyvalues, masked, selection
 from .axes import result_shape
 from .interop import Input
 from .ops import Monoid
-from .planner import Tuning
 from .prepared import prepare
-
-#: the tuning of a call that names none (``tuning_keywords.DEFAULT``'s value)
-_DEFAULT = Tuning()
+from .tuning_keywords import DEFAULT as _DEFAULT  # the tuning of a call that names none
 
 __all__ = ["reduce", "one_value", "repeat", "place", "fill_masked"]
 
@@ -100,8 +97,15 @@ def _call_shape(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backe
                 tuning, stream):
     """:func:`one_value`'s call shape: callmemo's, with what this call adds to it
     (its tuning too); None for a host input."""
-    shape = ("finished", keepdims_shape, None if dtype is None else np.dtype(dtype), tuning)
+    shape = ("finished", keepdims_shape, None if dtype is None else np.dtype(dtype),
+             _tuning_key(tuning))
     return callmemo.key(info, monoid, None, None, shape, backend, stream)
+
+
+def _tuning_key(tuning):
+    """The tuning in a call shape: None for the default object (a repeat hashes
+    its key twice, and a Tuning hashes every field), else the tuning."""
+    return None if tuning is _DEFAULT else tuning
 
 
 def axes_call_shape(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype,
@@ -110,7 +114,7 @@ def axes_call_shape(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dt
     device input, whose results are made by the call (no ``out=``): callmemo's,
     with the axes, ``keepdims``, ``dtype=`` and the tuning; None for a host input."""
     shape = ("finished axes", axes, keepdims, None if dtype is None else np.dtype(dtype),
-             tuning)
+             _tuning_key(tuning))
     return callmemo.key(info, monoid, None, None, shape, backend, stream)
 
 

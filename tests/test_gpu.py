@@ -336,6 +336,65 @@ def test_express_repeats_give_the_full_paths_results(kind, prepares, monkeypatch
         assert float(pyreduce.sum(v)) == pytest.approx(h[start:start + 900].sum(), rel=1e-12)
 
 
+def test_the_fixed_tree_kernel_keeps_the_occupancy_of_its_layout():
+    """Every block of the fixed tree's one kernel pays the registers of its last
+    block's pass too (``pyreduce.variants.pairwise.FINISH_ITEMS``): past the L2,
+    float32 and float64 keep every thread slot of the SM (with 16 nodes a lane
+    there, float32 took 56 registers, half the SM's threads, and 1.27 times
+    the default's time at 2**24 on an H200)."""
+    cp = pytest.importorskip("cupy")
+    for dt in (np.float32, np.float64):
+        x = cp.ones(2**26, dtype=dt)
+        e = pyreduce.explain(x, "add", deterministic=True)
+        (res,) = e.resources.values()
+        assert e.plan.passes == 1 and res["occupancy"] == 1.0, (dt, res)
+
+
+@pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
+def test_express_repeats_make_the_result_array_after_the_launch(kind, monkeypatch):
+    """A repeat reserves its device result's memory, launches into it, and makes
+    the array object after the launch (``pyreduce.backends.results.Results``):
+    for a plain and a structured reduction, the array comes after every launch
+    of its call and holds the call's value; a result made at once
+    (``maker(...)(...)``) is the same kind of array."""
+    from pyreduce.backends import express, fastpath, results
+
+    to_device, scalar_of, address_of = _library(kind)
+    order = []
+    real_launch = fastpath.launch
+    real_array = {cls: cls.array for cls in (results.NumbaResults, results.CupyResults,
+                                             results.TorchResults)}
+
+    def launch(*args):
+        order.append("launch")
+        return real_launch(*args)
+
+    def array_of(cls):
+        def array(self, token, shape, dtype, address):
+            made = real_array[cls](self, token, shape, dtype, address)
+            order.append(("array", address))
+            return made
+        return array
+
+    rng = np.random.default_rng(5)
+    for f, host_of in ((pyreduce.sum, np.sum), (pyreduce.mean, np.mean)):
+        h = rng.standard_normal(3 * 2**16 + 7)
+        d = to_device(h)
+        f(d, device_result=True)  # the full path, remembered
+        monkeypatch.setattr(express.fastpath, "launch", launch)
+        for cls in real_array:
+            monkeypatch.setattr(cls, "array", array_of(cls))
+        order.clear()
+        r = f(d, device_result=True)
+        monkeypatch.undo()
+        assert order and order[0] == "launch" and order[-1] == ("array", address_of(r)), order
+        assert order.count("launch") == len(order) - 1
+        assert type(r) is type(d) and r.shape == ()
+        assert float(scalar_of(r)) == pytest.approx(host_of(h), rel=1e-12)
+    made, address = results.maker(kind, np.dtype(np.float64))((), np.dtype(np.float64), 0, 0, d)
+    assert type(made) is type(d) and address_of(made) == address
+
+
 @pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
 def test_express_repeats_of_views_in_turn(kind, prepares):
     """Views of one shape but other strides are other call shapes: a strided 1-D

@@ -1,18 +1,19 @@
 """Repeat calls on a GPU in one step.
 
 A repeat of a plain call (:mod:`pyreduce.callmemo`) whose plan has no initial
-value (one launch, or the two of a two-pass plan, the fixed tree of
-``deterministic=True`` among them) runs here, without the
+value (one launch, the fixed tree of ``deterministic=True`` among them, or the
+two of a two-pass plan) runs here, without the
 general path's layers (:meth:`pyreduce.prepared.Prepared.run_on`,
 :class:`pyreduce.driver.Executable`, the backend's ``flat_input``).
 The call shape fixes the input's dtype, shape and strides, so its flat view
 differs from the remembered call's only in its address: a repeat reads the
 address, checks its alignment (the plan depends on it), takes a prepared
-workspace of its stream, makes the result (a device array from
+workspace of its stream, reserves the result's memory (a device array's from
 :mod:`pyreduce.backends.results`, or the workspace's mapped result slot), and
 launches each kernel through one compiled call
 (:func:`pyreduce.backends.fastpath.launch`); the first also checks the
-thread's device, the last of the remembered decisions.
+thread's device, the last of the remembered decisions. A device result's
+array object is made after the launches, while the kernels run.
 Where the device is another, it launches nothing and the call takes the full
 path.
 """
@@ -76,7 +77,10 @@ class Express:
         if device_result:
             if self.new is None:
                 return MISS
-            user, out = self.new(self.shape, self.dtype, self.device, self.stream, info.device)
+            # the result's memory now, its array object once the kernels are queued
+            # (what comes before the launch is what a ready result waits for)
+            token, out = self.new.reserve(self.shape, self.dtype, self.device, self.stream,
+                                          info.device)
         elif self.finish is None:  # it finishes into a device result only
             return MISS
         # the per-thread default stream is another stream in each thread: its
@@ -106,6 +110,7 @@ class Express:
                         return MISS
                     check_driver(err)
             if device_result:
+                user = self.new.array(token, self.shape, self.dtype, out)
                 if self.report is not None:
                     self.report()
                 if self.parts is not None:
