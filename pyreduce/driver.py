@@ -90,10 +90,12 @@ def schedule(plan, finisher=None) -> Schedule:
         return dataclasses.replace(found, steps=(*first, last),
                                    outputs=None if outputs == 1 else outputs)
     spec, acc, head = plan.spec, plan.spec.acc_dtype, plan.head
-    # a fixed tree (pyreduce.deterministic) must not depend on the grid, so head
-    # values are not among its leaves: one more pass combines them with its root
-    late, head = (head, 0) if plan.fixed_tree else (0, head)
-    initial = Ref("head", 0, late) if late else Ref("partials", 0, 1) if head else None
+    # a fixed tree (pyreduce.deterministic, single-pass) must not depend on the
+    # grid, so its head value is not among its leaves: its last block combines
+    # it with the root
+    if plan.fixed_tree and plan.layout != "single_pass":
+        raise ValueError("a fixed tree is laid out in one pass")
+    initial = Ref("partials", 0, 1) if head else None
     if plan.layout == "single_pass":
         buffers = (("partials", plan.grid + head, acc, False), ("ticket", 1, np.int32, True))
         args = (INPUT, plan.n, plan.chunk, OUTPUT, Ref("partials", 0, plan.grid + head), head,
@@ -110,10 +112,6 @@ def schedule(plan, finisher=None) -> Schedule:
         tiles = -(-count // spec.tile)
         grid = 1 if plan.layout == "two_pass" else tiles
         chunk = tiles * spec.tile if plan.layout == "two_pass" else spec.tile
-    if late:
-        sizes["head"] = late + 1
-        steps.append(Step(spec, 1, (src, count, chunk, Ref("head", late, late + 1))))
-        spec, src, count, chunk = plan.finish, Ref("head", 0, late + 1), late + 1, plan.finish.tile
     steps.append(Step(spec, 1, (src, count, chunk, OUTPUT)))
     buffers = tuple((name, size, acc, False) for name, size in sizes.items())
     return Schedule(buffers, tuple(steps), initial)

@@ -159,8 +159,8 @@ class Plan:
     chunk: int
     finish: KernelSpec | None
     head: int = 0
-    #: the kernels compute the fixed tree of pyreduce.deterministic: head values
-    #: are combined after its root, by one more pass (pyreduce.driver.schedule)
+    #: the kernel computes the fixed tree of pyreduce.deterministic, in one pass:
+    #: its last block combines the head value after the root
     fixed_tree: bool = False
     #: backend name -> pyreduce.driver.Executable, built on first use
     executables: dict = dataclasses.field(
@@ -172,16 +172,15 @@ class Plan:
         """Kernel launches this plan makes."""
         if self.layout == "single_pass":
             return 1
-        late = self.head if self.fixed_tree else 0  # combined after the root
-        count, passes = self.grid + self.head - late, 1
+        count, passes = self.grid + self.head, 1
         if self.finish is None:
             return passes
-        while count > 1 or (passes == 1 and not late):
+        while count > 1 or passes == 1:
             passes += 1
             if self.layout == "two_pass":
                 break
             count = -(-count // self.finish.tile)
-        return passes + (1 if late else 0)
+        return passes
 
 
 _UNTUNED = Tuning()

@@ -268,11 +268,13 @@ def test_plan_blocks_are_aligned_subtrees(n, device, block, items, max_blocks, e
     assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
     waves = 8 if fixed_tree_layout(f4, n, device) is not None else 1
     assert plan.grid <= (max_blocks or waves * device.max_grid(plan.spec.block))
-    steps = schedule(plan).steps
-    assert plan.passes == len(steps)
-    if extra:  # the initial value joins after the tree: a last pass over [initial, root]
-        assert steps[-1].args[:2] == (Ref("head", 0, 2), 2)
-        assert plan.passes == (2 if plan.grid == 1 else 3)
+    found = schedule(plan)
+    # one launch: the last block computes the tree over the blocks' nodes, then
+    # combines the initial value (the first of the partials) after its root
+    assert plan.layout == "single_pass" and plan.passes == len(found.steps) == 1
+    args = found.steps[0].args
+    assert args[5] == extra and args[4] == Ref("partials", 0, plan.grid + extra)
+    assert found.initial == (Ref("partials", 0, 1) if extra else None)
 
 
 @pytest.mark.parametrize("dt", [np.int16, np.float32, np.int32, np.float64, np.complex64],
@@ -309,7 +311,7 @@ def test_fixed_tree_layout_past_the_l2(dt):
             bound = 8 * wave
         per_block = -(-tiles // min(tiles, bound))
         assert p.chunk // p.spec.tile == 1 << (per_block - 1).bit_length(), nbytes
-        assert p.fixed_tree and p.layout == "two_pass"
+        assert p.fixed_tree and p.layout == "single_pass"
     big = 80 * l2
     assert plan(big, tuning=pairwise.replace(block_size=128)).spec.block == 128
     assert plan(big, tuning=pairwise.replace(items_per_thread=8)).spec.items == 8

@@ -186,11 +186,12 @@ def test_express_repeats_of_two_pass_plans(kind, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
 def test_express_repeats_of_the_fixed_tree(kind, monkeypatch):
-    """``deterministic=True`` repeats run the fixed tree's two launches in one
-    step (``pyreduce.backends.express``), with the bits of the full path: new
-    data on every call, inside and past the L2 cache (where the tree takes
-    another layout), host and device results, checked against the cpu
-    backend's evaluation of the same tree."""
+    """``deterministic=True`` repeats run the fixed tree's one launch (its last
+    block finishes the tree) in one step (``pyreduce.backends.express``), with
+    the bits of the full path: new data on every call, inside and past the L2
+    cache (where the tree takes another layout), host and device results,
+    checked against the cpu backend's evaluation of the same tree; with an
+    initial value, combined after the root by the same launch."""
     from pyreduce.backends.express import Express
     from pyreduce.backends.numba_cuda import CudaBackend
     from pyreduce.callmemo import MISS
@@ -216,6 +217,12 @@ def test_express_repeats_of_the_fixed_tree(kind, monkeypatch):
             assert got.tobytes() == want.tobytes()
             r = pyreduce.sum(d, deterministic=True, device_result=True)
             assert np.float32(scalar_of(r)).tobytes() == want.tobytes()
+        plan = pyreduce.explain(d, "add", deterministic=True).plan
+        assert plan.layout == "single_pass" and plan.passes == 1 and plan.grid > 1
+        init = np.float32(-1.5e3)
+        got = pyreduce.sum(d, deterministic=True, initial=init, device_result=False)
+        assert got.tobytes() == pyreduce.sum(h, deterministic=True, initial=init,
+                                             backend="cpu").tobytes()
     # per size the first call plans, the five others are served as repeats
     assert fast[0] == 5 * len(sizes)
 

@@ -30,12 +30,14 @@ GPUS = {
 SIZES = sorted({10**k for k in range(3, 9)} | {2 * 10**7, 5 * 10**7, 3 * 10**5, 12_345_678})
 
 
-def kernels_built(device, in_dtype, acc_dtype, op_key, sizes, **tuning) -> set:
-    """The kernel specs a program reducing each of ``sizes`` elements launches."""
+def kernels_built(device, in_dtype, acc_dtype, op_key, sizes, extra_partials=0,
+                  **tuning) -> set:
+    """The kernel specs a program reducing each of ``sizes`` elements launches
+    (``extra_partials``: 1 with an initial value)."""
     specs = set()
     for n in sizes:
         plan = make_plan(n, np.dtype(in_dtype), np.dtype(acc_dtype), op_key, device,
-                         Tuning(**tuning), align=16)
+                         Tuning(**tuning), extra_partials, align=16)
         specs |= {step.spec for step in schedule(plan).steps}
     return specs
 
@@ -66,10 +68,17 @@ def test_one_kernel_serves_both_passes(variant):
     assert len(specs) == 1
 
 
-def test_a_fixed_tree_keeps_its_finishing_kernel():
-    specs = kernels_built(GPUS["H200"], "float32", "float32", ("builtin", "add"), [10**7],
-                          variant="pairwise")
-    assert sorted(s.finish for s in specs) == [False, True]
+def test_a_fixed_tree_is_one_kernel():
+    """The fixed tree's last block runs the finishing pass's steps in the same
+    kernel: one kernel for a size inside the L2 and one past it (a layout of
+    its own), with or without an initial value."""
+    for extra in (0, 1):
+        specs = kernels_built(GPUS["H200"], "float32", "float32", ("builtin", "add"),
+                              [10**6], variant="pairwise", extra_partials=extra)
+        assert [s.finish for s in specs] == [False]
+    specs = kernels_built(GPUS["H200"], "float32", "float32", ("builtin", "add"),
+                          [10**6, 10**8], variant="pairwise")
+    assert sorted(s.items for s in specs) == [4, 16] and not any(s.finish for s in specs)
 
 
 def test_a_widening_sum_finishes_with_its_own_kernel():

@@ -130,8 +130,8 @@ def express(backend, call, device: int, finished=None) -> Express | None:
     ``(KernelSpec.finisher, result dtype, result shape, report)``, the kernel
     finishing a structured reduction into a device array of that dtype and
     shape, ``report()`` giving the finisher's warning (or None)."""
-    # a fixed tree (deterministic=True) is a two-pass plan like any other: its
-    # launches and their grids are the plan's, so a repeat here gives its bits
+    # a fixed tree (deterministic=True) is a one-launch plan like any other: its
+    # launch and grid are the plan's, so a repeat here gives its bits
     if call.initial is not None:
         return None
     if call.flat.owner is not call.info.device:

@@ -4,8 +4,8 @@ The kernel computes the tree of :mod:`pyreduce.deterministic` (leaves of
 :data:`~pyreduce.spec.LEAF` elements folded left to right, then pairs of
 nodes in index order, a node without a right sibling passed up), so its result
 depends on ``n`` alone. Layout: a bounded grid of blocks, each owning an aligned
-range of a power of two of tiles (the planner rounds ``chunk``), then one block
-over the block results (``two_pass``). Inside a block:
+range of a power of two of tiles (the planner rounds ``chunk``), finished in
+the same launch by the last block to finish (``single_pass``). Inside a block:
 
 * each warp owns an aligned span of ``2**p`` warp tiles (``warp * items``
   elements) and walks it tile by tile;
@@ -19,7 +19,11 @@ over the block results (``two_pass``). Inside a block:
 * warp 0 combines the warps' nodes with the same shuffles; thread 0 writes the
   block's node.
 
-A finishing pass (``spec.finish``) reads block results as leaves of one element.
+Each block writes its node, fences and draws a ticket; the block that draws the
+last one runs the same steps over the blocks' nodes, read as leaves of one
+element (a finishing pass's spec, :func:`finishing_spec`), and combines an
+initial value after the root. A lone block with no initial value writes its
+node as the result.
 
 Why the result does not depend on the tuning
 --------------------------------------------
@@ -53,9 +57,9 @@ Then each step of the kernel computes a node by the definition:
 * a warp's span and the block's range are aligned spans of a power of two of
   tiles, so by fact 2 (the tiles, then the warp spans, as groups) and fact 3 (the
   stack) their nodes are the tree's;
-* the finishing pass is the tree over the blocks' nodes (fact 2 with the block
-  ranges as groups), and an ``initial`` value joins after it (the driver adds a
-  pass over ``[initial, root]``).
+* the last block's pass is the tree over the blocks' nodes (fact 2 with the block
+  ranges as groups), and an ``initial`` value joins after it:
+  ``op(initial, root)``.
 
 Block size, items per thread, warp size and grid decide only which nodes are
 computed where: the root is the same. Nothing is padded (no identity is needed),
@@ -78,6 +82,11 @@ DEPTH = 32
 
 @dataclasses.dataclass(frozen=True)
 class Options:
+    #: one launch: each block writes its node, fences and draws a ticket, and the
+    #: block that draws the last one computes the tree over the blocks' nodes
+    #: (the finishing pass's work, in the same kernel)
+    last_block: bool = False
+
     @property
     def items_multiple(self) -> int:
         """A thread holds whole leaves."""
@@ -101,12 +110,13 @@ def _thread_tree(leaves: int, have: str | None) -> list[str]:
     return lines
 
 
-def _thread_full(spec: KernelSpec, vector: int) -> str:
-    """``v0``: the node of the lane's ``items`` elements from ``i``, all in range."""
+def _thread_full(spec: KernelSpec, vector: int, src: str = "x") -> str:
+    """``v0``: the node of the lane's ``items`` elements of ``src`` from ``i``, all
+    in range."""
     leaf = _leaf_size(spec)
     width = vector if not spec.finish else 1
-    loads, values = load_items("e", "i", "x", spec.items, width)
-    items = [element(spec, "x", f"i + {k}" if k else "i", values[k] if width > 1 else None,
+    loads, values = load_items("e", "i", src, spec.items, width)
+    items = [element(spec, src, f"i + {k}" if k else "i", values[k] if width > 1 else None,
                      accs=spec.finish) for k in range(spec.items)]
     lines = list(loads)
     for j in range(spec.items // leaf):
@@ -116,15 +126,15 @@ def _thread_full(spec: KernelSpec, vector: int) -> str:
     return "\n".join(lines + _thread_tree(spec.items // leaf, None))
 
 
-def _thread_tail(spec: KernelSpec) -> str:
-    """``v0``: the node of the lane's elements from ``i`` below ``end`` (``i < end``):
-    the last leaf cut short, leaves past ``end`` absent."""
+def _thread_tail(spec: KernelSpec, src: str = "x") -> str:
+    """``v0``: the node of the lane's elements of ``src`` from ``i`` below ``end``
+    (``i < end``): the last leaf cut short, leaves past ``end`` absent."""
     leaf, leaves = _leaf_size(spec), spec.items // _leaf_size(spec)
     present = "end - i" if leaf == 1 else f"(end - i + {leaf - 1}) // {leaf}"
     lines = [f"have = min({present}, {leaves})"]
     for j in range(leaves):
-        fold = fold_items(spec, f"v{j}", f"i + {j * leaf}" if j else "i", "end", count=leaf,
-                          accs=spec.finish)
+        fold = fold_items(spec, f"v{j}", f"i + {j * leaf}" if j else "i", "end", src,
+                          count=leaf, accs=spec.finish)
         lines.append(fold if j == 0 else f"if {j} < have:\n" + snippet(fold, 1))
     return "\n".join(lines + _thread_tree(leaves, "have"))
 
@@ -145,12 +155,12 @@ t += 1
 """
 
 _BODY = """
-bstart = ${bid} * chunk
-bend = min(bstart + chunk, n)
+bstart = ${bid} * ${chunk}
+bend = min(bstart + ${chunk}, ${n})
 # each warp owns an aligned span of a power of two of warp tiles; a block's
 # chunk is a power of two of tiles, or the grid one block (a finishing pass)
 wtiles = 1
-while wtiles * ${TILE} < chunk:
+while wtiles * ${TILE} < ${chunk}:
     wtiles *= 2
 wspan = wtiles * ${WTILE}
 start = bstart + warp * wspan
@@ -196,9 +206,74 @@ if warp == 0:
     if lane < used:
         v0 = roots[lane]
 ${reduce_warps}
-if tid == 0:
-    out[${bid}] = v0
 """
+
+#: The last block's finish (``Options.last_block``): a lone block with nothing
+#: ahead of it holds the result; otherwise each block's node goes to
+#: ``blocks[head + block]`` before its ticket, and the block drawing the last
+#: ticket computes the tree over the ``grid`` nodes (read as leaves of one
+#: element), as a finishing pass would, then combines an initial value
+#: (``blocks[0]`` where ``head`` is 1) after the root.
+_LAST_BLOCK = """
+last = ${flag}
+if tid == 0:
+    if ${grid} == 1 and head == 0:
+        out[0] = v0
+        last[0] = 0
+    else:
+        blocks[head + ${bid}] = v0
+${ticket}
+${sync}
+if last[0]:
+    nodes = blocks[head:]
+    count = ${grid}
+    chunk2 = (count + ${TILE1}) // ${TILE} * ${TILE}
+${finish}
+    if tid == 0:
+        if head:
+            v0 = ${after_root}
+        out[0] = v0
+        ticket[0] = 0
+"""
+
+
+def _body(spec: KernelSpec, dialect, src: str, n: str, chunk: str, bid: str) -> str:
+    """The block's node in ``v0`` of thread 0: the tree over ``src[bid * chunk :
+    min((bid + 1) * chunk, n)]``."""
+    leaves = spec.items // _leaf_size(spec)
+    push = snippet(render(_PUSH, combine_top=combine("stack[k]", "v0")), 1)
+    return render(
+        _BODY,
+        bid=bid, n=n, chunk=chunk, TILE=spec.tile, WTILE=spec.warp * spec.items, DEPTH=DEPTH,
+        I=spec.items, I1=spec.items - 1, NW=spec.warps,
+        thread_full=snippet(_thread_full(spec, spec.vector, src), 1),
+        reduce_full=snippet(warp_reduce(spec, dialect, "v0", "lane", None), 1),
+        push=push,
+        zeros=snippet("\n".join(f"v{j} = acc_t(0)" for j in range(leaves)), 1),
+        thread_tail=snippet(_thread_tail(spec, src), 2),
+        reduce_tail=snippet(warp_reduce(spec, dialect, "v0", "lane", "lanes"), 1),
+        combine_stack=combine("stack[k]", "r"),
+        sync=dialect.syncthreads(),
+        reduce_warps=snippet(warp_reduce(spec, dialect, "v0", "lane", "used"), 1),
+    )
+
+
+def finishing_spec(spec: KernelSpec) -> KernelSpec:
+    """The spec of the pass over the blocks' nodes (accumulator values, one a
+    leaf) that a last block runs: ``spec``'s block and warp, :data:`FINISH_ITEMS`
+    nodes a lane."""
+    return dataclasses.replace(spec, in_dtype=spec.acc_dtype, vector=1, mapped=False,
+                               f32_tiles=False, finish=True, items=FINISH_ITEMS)
+
+
+#: Nodes a lane reads in the last block's pass. The kernel's registers are the
+#: most either pass needs, and every block pays them: on an H200, float32 with
+#: 16 items a thread took 56 registers with 16 here (two blocks of 512 an SM;
+#: 1.27 times the default's device time at 2**24), 40 with 8 and 32 with 4
+#: (four blocks an SM; 1.01 at 2**24, 1.03 at 2**28; float64 with 4 items a
+#: thread 1.00-1.01 with 4 here, 1.09-1.11 with 8). The tree, and so the
+#: result, is the same for any of them.
+FINISH_ITEMS = LEAF
 
 
 def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
@@ -208,26 +283,26 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
     if spec.items % options.items_multiple:
         raise ValueError(f"pairwise needs items per thread to be a multiple of {LEAF}, "
                          f"got {spec.items}")
-    leaves = spec.items // _leaf_size(spec)
-    push = snippet(render(_PUSH, combine_top=combine("stack[k]", "v0")), 1)
-    body = render(
-        _BODY,
-        bid=dialect.block_idx(), TILE=spec.tile, WTILE=spec.warp * spec.items, DEPTH=DEPTH,
-        I=spec.items, I1=spec.items - 1, NW=spec.warps,
-        thread_full=snippet(_thread_full(spec, spec.vector), 1),
-        reduce_full=snippet(warp_reduce(spec, dialect, "v0", "lane", None), 1),
-        push=push,
-        zeros=snippet("\n".join(f"v{j} = acc_t(0)" for j in range(leaves)), 1),
-        thread_tail=snippet(_thread_tail(spec), 2),
-        reduce_tail=snippet(warp_reduce(spec, dialect, "v0", "lane", "lanes"), 1),
-        combine_stack=combine("stack[k]", "r"),
-        sync=dialect.syncthreads(),
-        reduce_warps=snippet(warp_reduce(spec, dialect, "v0", "lane", "used"), 1),
-    )
+    body = _body(spec, dialect, "x", "n", "chunk", dialect.block_idx())
+    args = "x, n, chunk, out"
+    if options.last_block:
+        args += ", blocks, head, ticket"  # the single-pass layout's
+        fin = finishing_spec(spec)
+        body += render(
+            _LAST_BLOCK,
+            flag=dialect.shared_array(1, "i32"), grid=dialect.grid_dim(),
+            bid=dialect.block_idx(), sync=dialect.syncthreads(),
+            ticket=snippet(dialect.draw_ticket("ticket", "last[0]", dialect.grid_dim()), 2),
+            TILE=fin.tile, TILE1=fin.tile - 1,
+            finish=snippet(_body(fin, dialect, "nodes", "count", "chunk2", "0"), 1),
+            after_root=combine(element(fin, "blocks", "0", accs=True), "v0"),
+        )
+    else:
+        body += f"\nif tid == 0:\n    out[{dialect.block_idx()}] = v0\n"
     return render(
         """
         ${decorator}
-        def ${name}(x, n, chunk, out):
+        def ${name}(${args}):
             tid = ${tid}
             lane = tid % ${W}
             warp = tid // ${W}
@@ -235,7 +310,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
             stack = ${stack}
         ${body}
         """,
-        decorator=dialect.decorator(spec.block), name=name, tid=dialect.thread_idx(),
-        W=spec.warp, roots=dialect.shared_array(spec.warps),
+        decorator=dialect.decorator(spec.block), name=name, args=args,
+        tid=dialect.thread_idx(), W=spec.warp, roots=dialect.shared_array(spec.warps),
         stack=dialect.shared_array(spec.warps * DEPTH), body=snippet(body, 1),
     )
