@@ -33,8 +33,8 @@ from . import backends, callmemo, manyvalues, masked, selection
 from .axes import result_shape
 from .interop import Input
 from .ops import Monoid
+from .planner import DEFAULT_TUNING as _DEFAULT  # the tuning of a call that names none
 from .prepared import prepare
-from .tuning_keywords import DEFAULT as _DEFAULT  # the tuning of a call that names none
 
 __all__ = ["reduce", "one_value", "repeat", "place", "fill_masked"]
 

@@ -16,6 +16,7 @@ from .spec import (BLOCK_SIZES, F32_TILES, ITEMS_PER_THREAD, WARP_SIZES, KernelS
 from .variants import VARIANTS
 
 __all__ = [
+    "DEFAULT_TUNING",
     "DeviceInfo", "Plan", "Tuning", "make_plan", "address_alignment", "vector_width",
     "Auto", "auto_variant", "recorded_tuning",
 ]
@@ -183,7 +184,9 @@ class Plan:
         return passes
 
 
-_UNTUNED = Tuning()
+#: A call's tuning when it was given none: the planner chooses everything
+#: (one object, so that a call shape can tell it by identity).
+DEFAULT_TUNING = _UNTUNED = Tuning()
 
 
 @dataclasses.dataclass(frozen=True)

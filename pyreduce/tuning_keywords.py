@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 import warnings
 
-from .planner import Tuning
+from .planner import DEFAULT_TUNING, Tuning
 
 __all__ = ["DEFAULT", "DEPRECATED", "settle", "tuning_of", "warn_deprecated"]
 
 #: A call's tuning when it was given none: the planner chooses everything.
-DEFAULT = Tuning()
+DEFAULT = DEFAULT_TUNING
 
 #: The keywords ``tuning=`` replaces (each a field of :class:`Tuning`).
 DEPRECATED = ("block_size", "items_per_thread", "warp_size", "max_blocks", "vector_loads")

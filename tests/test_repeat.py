@@ -452,3 +452,24 @@ def test_host_inputs_the_cpu_backend_folds_repeat(backend, prepares):
         got = pyreduce.sum(y, backend=backend, deterministic=True)
         assert got.tobytes() == pyreduce.reference(y, "add").tobytes()
     assert prepares[0] == before + 5
+
+
+def test_the_default_tuning_is_one_object():
+    """A structured call's shape holds None for the default tuning, told by
+    identity (``pyreduce.along``): every layer's default is that one object,
+    and a tuning equal to it makes a call shape of its own."""
+    from pyreduce import along, planner, tuning_keywords
+    from pyreduce.interop import inspect
+    from pyreduce.structured import argmax_monoid
+
+    assert tuning_keywords.DEFAULT is planner.DEFAULT_TUNING is along._DEFAULT
+    info = inspect(np.arange(5.0))
+    info.device = object()  # a device input's call shape
+    m = argmax_monoid(info.dtype)
+    default = along._call_shape(info, m, (), None, "auto", planner.DEFAULT_TUNING, None)
+    equal = along._call_shape(info, m, (), None, "auto", planner.Tuning(), None)
+    def finished(key):
+        return [part for part in key if isinstance(part, tuple) and part[:1] == ("finished",)]
+
+    assert finished(default) == [("finished", (), None, None)]
+    assert finished(equal) == [("finished", (), None, planner.Tuning())] and equal != default
