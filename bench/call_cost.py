@@ -3,7 +3,7 @@ cost of issuing the call, the wall time to a ready result, and the device time
 of calls back to back, for the named reductions of :mod:`targets` at one size.
 
     NUMBA_ENABLE_CUDASIM=0 python bench/call_cost.py --log2 24 --out cost.json
-    NUMBA_ENABLE_CUDASIM=0 python bench/call_cost.py --profile mean   # cProfile of pyreduce's call
+    NUMBA_ENABLE_CUDASIM=0 python bench/call_cost.py --profile mean mean:float16  # cProfile
 
 A call timed to its ready result (``bench/targets.py``) costs about its host
 time before the launch, then the kernel, then the wait; at 2**24 the kernels
@@ -112,14 +112,16 @@ def main(argv=None) -> int:
     p.add_argument("--log2", type=int, default=24)
     p.add_argument("--only", nargs="*", default=(), help="functions (all of CASES by default)")
     p.add_argument("--profile", nargs="*", default=None,
-                   help="cProfile pyreduce's call of these functions (float32) instead")
+                   help="cProfile pyreduce's call of these functions instead (NAME or "
+                        "NAME:DTYPE, float32 by default)")
     p.add_argument("--out", help="JSON of the rows")
     args = p.parse_args(argv)
     n = 2**args.log2
     steady_gpu()
     if args.profile is not None:
-        for fn in args.profile:
-            profile(fn, "float32", n)
+        for name in args.profile:
+            fn, _, dtype = name.partition(":")
+            profile(fn, dtype or "float32", n)
         return 0
     rows = [measure(fn, dt, n) for fn, dt in CASES if not args.only or fn in args.only]
     if args.out:

@@ -21,6 +21,9 @@ Cases (each skipped where its library or a GPU is missing):
 ``cupy_mean``       ``pyreduce.mean`` of it (a structured reduction: the kernels and
                     the finishing kernel)
 ``cupy_mean_peer``  CuPy's own ``x.mean()``, its peer
+``cupy_sum_deterministic`` ``pyreduce.sum(x, deterministic=True)`` of it, the
+                    value on the host (the fixed tree's two kernels)
+``cupy_sum_peer``   CuPy's own ``float(x.sum())``, its peer
 ``cupy_axes``       ``pyreduce.mean`` of it as 1024 rows of 1024 along ``axis=1``
                     and ``pyreduce.sum`` of it as 2**17 rows of 8 (staged rows)
 ``cupy_axes_peer``  CuPy's own two calls
@@ -90,6 +93,18 @@ import pyreduce
 v = pyreduce.mean(x)  # a structured reduction, finished on the device
 ok = abs(float(v) - float(x.astype(cp.float64).mean())) < 1e-6
 done(seconds=time.perf_counter() - t, ok=bool(ok))
+""",
+    "cupy_sum_deterministic": _CUPY + """
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.sum(x, deterministic=True, device_result=False)  # the fixed tree
+ok = abs(float(v) - float(x.astype(cp.float64).sum())) < 1e-6 * x.size
+done(seconds=time.perf_counter() - t, ok=bool(ok))
+""",
+    "cupy_sum_peer": _CUPY + """
+t = time.perf_counter()
+v = float(x.sum())
+done(seconds=time.perf_counter() - t, ok=True)
 """,
     "cupy_axes": _CUPY + """
 t = time.perf_counter()
