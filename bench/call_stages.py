@@ -5,7 +5,7 @@ reserved, to the first launch and its return, and to the call's return; then
 the call's time to a ready result and the GPU's span from an event recorded
 before the call to one after it (the GPU waits for the launch, so the span
 holds the host's time before it), for both libraries. Calls of 2**24 elements
-(CuPy arrays; bfloat16 as PyTorch tensors), each stage the median of 600
+(CuPy arrays, PyTorch a zero-copy tensor of them), each stage the median of 600
 calls, after a synchronisation (``sync``: as a call timed to its ready result
 starts) and in bursts of 32 (``burst``).
 

@@ -22,7 +22,7 @@ Cases (each skipped where its library or a GPU is missing):
                     the finishing kernel)
 ``cupy_mean_peer``  CuPy's own ``x.mean()``, its peer
 ``cupy_sum_deterministic`` ``pyreduce.sum(x, deterministic=True)`` of it, the
-                    value on the host (the fixed tree's two kernels)
+                    value on the host (the fixed tree's kernel)
 ``cupy_sum_peer``   CuPy's own ``float(x.sum())``, its peer
 ``cupy_axes``       ``pyreduce.mean`` of it as 1024 rows of 1024 along ``axis=1``
                     and ``pyreduce.sum`` of it as 2**17 rows of 8 (staged rows)

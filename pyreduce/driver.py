@@ -8,9 +8,9 @@ partials with one block, ``multi_pass`` repeats passes of one tile per block unt
 one value is left, and a ``single_pass`` kernel's last block finishes by itself.
 An ``initial`` value is placed in front of the first partials, so it is combined
 exactly once, on the left, on the device: ``op(initial, op(p0, p1, ...))``, which
-is what ``functools.reduce(op, x, initial)`` computes; for a plan with a fixed
-tree (``deterministic=True``) it is combined after the tree's root instead, by
-one more pass. The input is only ever read.
+is what ``functools.reduce(op, x, initial)`` computes; a fixed tree
+(``deterministic=True``, single-pass) combines it after the tree's root
+instead, in its last block. The input is only ever read.
 
 Per call only the placeholders change: the input, the output (the caller's
 buffer, or the workspace's result slot) and, for segmented reductions, the

@@ -420,8 +420,11 @@ def fixed_tree_layout(in_dtype: np.dtype, n: int, device: DeviceInfo) -> Auto | 
     against 0.91, 0.90 and 0.80 with the variant's defaults); eight-byte
     elements four items in blocks of 512, about 16 tiles a block on one to
     eight waves (0.93, 0.96 and 1.00, against 0.93, 0.95 and 0.92). Float64
-    lost with 8 and 16 items (0.85-0.94 and 0.51-0.74). Other element sizes
-    (half precision, bytes, complex) keep the defaults: not measured."""
+    lost with 8 and 16 items (0.85-0.94 and 0.51-0.74). That sweep ran the
+    tree in two launches; in one (``docs/deterministic/timing.json``, the same
+    H200) the layouts give 0.99, 0.94 and 0.97 (float32) and 0.99, 0.96 and
+    1.00 (float64) of the default. Other element sizes (half precision, bytes,
+    complex) keep the defaults: not measured."""
     if not device.l2_bytes or n * in_dtype.itemsize <= device.l2_bytes:
         return None
     if in_dtype.kind == "c" or in_dtype.itemsize not in (4, 8):  # not measured

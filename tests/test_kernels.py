@@ -328,8 +328,7 @@ def test_plan_invariants(n, dt, variant, warp, block, items, max_blocks, extra, 
         if plan.finish is None:
             assert plan.passes == 1
         elif v.layout == "two_pass":
-            # a fixed tree takes an initial value after its root: one more pass
-            assert plan.passes == 2 + (v.fixed_tree and extra > 0 and plan.grid > 1)
+            assert plan.passes == 2
         else:
             # one pass per level of the partials' tree
             count, passes = plan.grid + extra, 1
@@ -696,8 +695,8 @@ def test_explain_on_device_backends(gpu_backend, variant):
     else:
         assert plan.passes == 2
         # a float32 first pass's partials are read as they are: the same kernel
-        # finishes, except a fixed tree's (pyreduce.planner.reads_partials)
-        assert len(e.kernels) == (2 if v.fixed_tree else 1)
+        # finishes (pyreduce.planner.reads_partials)
+        assert len(e.kernels) == 1
         assert e.kernels[-1].spec == plan.finish
     for k in e.kernels:
         assert f"def {k.name}(x, n, chunk, out" in k.source

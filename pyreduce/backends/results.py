@@ -120,8 +120,8 @@ class Results:
     so that a kernel can be launched between them: :meth:`reserve` gives the
     address the kernel writes and a token that keeps that memory alive,
     :meth:`array` the array around it. A call's host time before its launch is
-    what a ready result waits for; making a CuPy or Numba array object there
-    took 2.5 us of a 2**24 float32 sum's 6.5 us before the launch on an H200.
+    what a ready result waits for, and making a CuPy or Numba array object is
+    a good part of a repeat's (``bench/call_stages.py`` times the stages).
     ``maker(shape, dtype, device, stream, like)`` does both at once."""
 
     __slots__ = ()

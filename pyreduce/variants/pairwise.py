@@ -267,12 +267,14 @@ def finishing_spec(spec: KernelSpec) -> KernelSpec:
 
 
 #: Nodes a lane reads in the last block's pass. The kernel's registers are the
-#: most either pass needs, and every block pays them: on an H200, float32 with
-#: 16 items a thread took 56 registers with 16 here (two blocks of 512 an SM;
-#: 1.27 times the default's device time at 2**24), 40 with 8 and 32 with 4
-#: (four blocks an SM; 1.01 at 2**24, 1.03 at 2**28; float64 with 4 items a
-#: thread 1.00-1.01 with 4 here, 1.09-1.11 with 8). The tree, and so the
-#: result, is the same for any of them.
+#: most either pass needs, and every block pays them: on an H200
+#: (``bench/fixed_tree_finish.py``, ``docs/performance/fixed-tree-finish-h200.txt``),
+#: float32 with 16 items a thread took 56 registers with 16 here (two blocks of
+#: 512 an SM; 1.27 times the default's device time at 2**24), 40 with 8 and 32
+#: with 4 (four blocks an SM; 1.01 at 2**24, 1.03 at 2**28); float64 with 4 items
+#: a thread 30 registers with 4 here (1.01, 1.00), 49 with 8 (1.11, 1.09). The
+#: registers are the compiler's choice (another CUDA version may take more), the
+#: tree, and so the result, is the same for any of them.
 FINISH_ITEMS = LEAF
 
 

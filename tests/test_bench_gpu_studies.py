@@ -1,5 +1,5 @@
-"""bench/call_stages.py times a GPU's calls: where no GPU is (CI), it says so
-by name and fails."""
+"""The studies in bench/ that only time a GPU's calls and kernels: where no GPU
+is (CI), each says so by name and fails."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_without_a_gpu_it_says_so():
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "call_stages.py")],
+@pytest.mark.parametrize("script", ["call_stages.py", "fixed_tree_finish.py"])
+def test_without_a_gpu_it_says_so(script):
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr + done.stdout
