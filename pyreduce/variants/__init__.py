@@ -122,7 +122,7 @@ VARIANTS = {
               "shared memory (2x TGSM)", 4, "two_pass", tail="syncwarp", shared_factor=2),
         # one leaf per lane: on an H100 (bench/deterministic.py time, 2**28) 4 items cost
         # 4% (float32) and 2% (float64) against the default path, 8 items 5% and 21%
-        Variant("pairwise", None, pairwise, pairwise.Options(last_block=True), "single_pass", 4,
+        Variant("pairwise", None, pairwise, pairwise.Options(), "single_pass", 4,
                 "reproducible: the fixed pairwise tree of deterministic=True, the same for "
                 "every tuning, warp size and GPU", fixed_tree=True),
     )

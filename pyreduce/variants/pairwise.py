@@ -82,11 +82,6 @@ DEPTH = 32
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    #: one launch: each block writes its node, fences and draws a ticket, and the
-    #: block that draws the last one computes the tree over the blocks' nodes
-    #: (the finishing pass's work, in the same kernel)
-    last_block: bool = False
-
     @property
     def items_multiple(self) -> int:
         """A thread holds whole leaves."""
@@ -208,7 +203,7 @@ if warp == 0:
 ${reduce_warps}
 """
 
-#: The last block's finish (``Options.last_block``): a lone block with nothing
+#: The last block's finish (the single-pass layout): a lone block with nothing
 #: ahead of it holds the result; otherwise each block's node goes to
 #: ``blocks[head + block]`` before its ticket, and the block drawing the last
 #: ticket computes the tree over the ``grid`` nodes (read as leaves of one
@@ -258,14 +253,6 @@ def _body(spec: KernelSpec, dialect, src: str, n: str, chunk: str, bid: str) -> 
     )
 
 
-def finishing_spec(spec: KernelSpec) -> KernelSpec:
-    """The spec of the pass over the blocks' nodes (accumulator values, one a
-    leaf) that a last block runs: ``spec``'s block and warp, :data:`FINISH_ITEMS`
-    nodes a lane."""
-    return dataclasses.replace(spec, in_dtype=spec.acc_dtype, vector=1, mapped=False,
-                               f32_tiles=False, finish=True, items=FINISH_ITEMS)
-
-
 #: Nodes a lane reads in the last block's pass. The kernel's registers are the
 #: most either pass needs, and every block pays them: on an H200
 #: (``bench/fixed_tree_finish.py``, ``docs/performance/fixed-tree-finish-h200.txt``),
@@ -278,6 +265,14 @@ def finishing_spec(spec: KernelSpec) -> KernelSpec:
 FINISH_ITEMS = LEAF
 
 
+def finishing_spec(spec: KernelSpec) -> KernelSpec:
+    """The spec of the pass over the blocks' nodes (accumulator values, one a
+    leaf) that a last block runs: ``spec``'s block and warp, :data:`FINISH_ITEMS`
+    nodes a lane."""
+    return dataclasses.replace(spec, in_dtype=spec.acc_dtype, vector=1, mapped=False,
+                               f32_tiles=False, finish=True, items=FINISH_ITEMS)
+
+
 def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
     if is_tuple(spec.acc_dtype):
         raise ValueError("variant 'pairwise' keeps its stack of nodes in one shared array of "
@@ -285,26 +280,21 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
     if spec.items % options.items_multiple:
         raise ValueError(f"pairwise needs items per thread to be a multiple of {LEAF}, "
                          f"got {spec.items}")
-    body = _body(spec, dialect, "x", "n", "chunk", dialect.block_idx())
-    args = "x, n, chunk, out"
-    if options.last_block:
-        args += ", blocks, head, ticket"  # the single-pass layout's
-        fin = finishing_spec(spec)
-        body += render(
-            _LAST_BLOCK,
-            flag=dialect.shared_array(1, "i32"), grid=dialect.grid_dim(),
-            bid=dialect.block_idx(), sync=dialect.syncthreads(),
-            ticket=snippet(dialect.draw_ticket("ticket", "last[0]", dialect.grid_dim()), 2),
-            TILE=fin.tile, TILE1=fin.tile - 1,
-            finish=snippet(_body(fin, dialect, "nodes", "count", "chunk2", "0"), 1),
-            after_root=combine(element(fin, "blocks", "0", accs=True), "v0"),
-        )
-    else:
-        body += f"\nif tid == 0:\n    out[{dialect.block_idx()}] = v0\n"
+    fin = finishing_spec(spec)
+    body = _body(spec, dialect, "x", "n", "chunk", dialect.block_idx()) + render(
+        _LAST_BLOCK,
+        flag=dialect.shared_array(1, "i32"), grid=dialect.grid_dim(),
+        bid=dialect.block_idx(), sync=dialect.syncthreads(),
+        ticket=snippet(dialect.draw_ticket("ticket", "last[0]", dialect.grid_dim()), 2),
+        TILE=fin.tile, TILE1=fin.tile - 1,
+        finish=snippet(_body(fin, dialect, "nodes", "count", "chunk2", "0"), 1),
+        after_root=combine(element(fin, "blocks", "0", accs=True), "v0"),
+    )
+    # the single-pass layout's arguments (pyreduce.driver.schedule)
     return render(
         """
         ${decorator}
-        def ${name}(${args}):
+        def ${name}(x, n, chunk, out, blocks, head, ticket):
             tid = ${tid}
             lane = tid % ${W}
             warp = tid // ${W}
@@ -312,7 +302,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
             stack = ${stack}
         ${body}
         """,
-        decorator=dialect.decorator(spec.block), name=name, args=args,
-        tid=dialect.thread_idx(), W=spec.warp, roots=dialect.shared_array(spec.warps),
+        decorator=dialect.decorator(spec.block), name=name, tid=dialect.thread_idx(),
+        W=spec.warp, roots=dialect.shared_array(spec.warps),
         stack=dialect.shared_array(spec.warps * DEPTH), body=snippet(body, 1),
     )

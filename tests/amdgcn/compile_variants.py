@@ -162,9 +162,10 @@ def declared_lds(spec, variant) -> int:
     acc = spec.acc_dtype.itemsize
     if variant.factory.__name__.endswith(".tree"):
         return spec.block * getattr(variant.options, "shared_factor", 1) * acc
+    flag = 4 if variant.layout == "single_pass" else 0  # the last block's flag
     if variant.factory.__name__.endswith(".pairwise"):  # a node and a stack per warp
-        return spec.warps * (1 + variant.factory.DEPTH) * acc
-    return spec.warps * acc + (4 if getattr(variant.options, "last_block", False) else 0)
+        return spec.warps * (1 + variant.factory.DEPTH) * acc + flag
+    return spec.warps * acc + flag
 
 
 def uses_warp(variant) -> bool:
@@ -185,10 +186,10 @@ def source_checks(src: str, warp: int, variant) -> list[str]:
 
 def expect_1d(variant) -> dict:
     """What a 1-D variant's assembly must show (see :func:`check`): the
-    single-pass ones (``last_block``, ``last_block_lanes``) draw their ticket
-    with a global atomic, and no other kernel has one."""
+    single-pass ones (``last_block``, ``last_block_lanes``, ``pairwise``) draw
+    their ticket with a global atomic, and no other kernel has one."""
     return dict(cross_lane=variant.name in SHUFFLE_VARIANTS, barrier=True,
-                atomic=bool(getattr(variant.options, "last_block", False)))
+                atomic=variant.layout == "single_pass")
 
 
 def check(rec: dict) -> list[str]:
@@ -343,7 +344,7 @@ def compile_target(arch: str, variants: list[str], asm_dir: str | None,
                            problems=["compile failed"])
                 records.append(rec)
                 continue
-            sig = _signature(spec, bool(getattr(v.options, "last_block", False)))
+            sig = _signature(spec, v.layout == "single_pass")
             records.append(compile_one(rec, kernel, sig, f"{arch}-{name}-{dtype}", asm_dir))
     if "batched" in families:
         records += compile_batched.compile_batched(arch, wave, BLOCK, backend, device,

@@ -136,7 +136,7 @@ def jobs():
                               items, mapped=monoid.map is not None)
             yield (f"variant {name} {label}",
                    lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
-                   compile_variants._signature(spec, bool(getattr(v.options, "last_block", False))))
+                   compile_variants._signature(spec, v.layout == "single_pass"))
     for dtype, op in TILED:  # 1-D first passes that summarise runs in float32
         monoid = _monoid(dtype, op)
         for name, v in VARIANTS.items():
@@ -146,7 +146,7 @@ def jobs():
                               v.default_items or 8, 4, mapped=True, f32_tiles=True)
             yield (f"tiled variant {name} {dtype} {op}",
                    lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
-                   compile_variants._signature(spec, bool(getattr(v.options, "last_block", False))))
+                   compile_variants._signature(spec, v.layout == "single_pass"))
     for label, builder in compile_batched.BATCH_CASES:
         monoid = compile_batched.batch_monoid(builder)
         for kind, fields in compile_batched.batch_kinds(WARP):
