@@ -28,8 +28,13 @@ class Dialect:
     #: link has nothing to optimise across
     no_lto: bool = False
 
-    def decorator(self, block: int | None = None) -> str:
-        options = [f"launch_bounds={block}"] if block and self.launch_bounds else []
+    def decorator(self, block: int | None = None, resident: int | None = None) -> str:
+        """The kernel's ``jit`` line; with ``resident``, the blocks of ``block``
+        threads an SM must hold at once as well (the second number of its
+        launch bounds: the compiler keeps registers within what they leave a
+        thread)."""
+        bounds = f"({block}, {resident})" if resident else f"{block}"
+        options = [f"launch_bounds={bounds}"] if block and self.launch_bounds else []
         if self.no_lto:
             options.append("lto=False")
         return f"@gpu.jit({', '.join(options)})" if options else "@gpu.jit"

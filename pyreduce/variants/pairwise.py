@@ -260,9 +260,17 @@ def _body(spec: KernelSpec, dialect, src: str, n: str, chunk: str, bid: str) -> 
 #: 512 an SM; 1.27 times the default's device time at 2**24), 40 with 8 and 32
 #: with 4 (four blocks an SM; 1.01 at 2**24, 1.03 at 2**28); float64 with 4 items
 #: a thread 30 registers with 4 here (1.01, 1.00), 49 with 8 (1.11, 1.09). The
-#: registers are the compiler's choice (another CUDA version may take more), the
-#: tree, and so the result, is the same for any of them.
+#: registers are the compiler's choice, the tree, and so the result, is the same
+#: for any of them; the kernel's launch bounds hold them to what a full SM
+#: leaves a thread (:data:`SM_THREADS`), so that another CUDA version cannot
+#: take more.
 FINISH_ITEMS = LEAF
+
+#: The threads an SM holds on the NVIDIA GPUs the layouts were measured on
+#: (Volta to Hopper; 1536 on some others, where the bound is looser than the
+#: SM). The fixed tree's kernel asks for the blocks of this many threads to
+#: reside at once (``Dialect.decorator``): its speed was measured with them.
+SM_THREADS = 2048
 
 
 def finishing_spec(spec: KernelSpec) -> KernelSpec:
@@ -302,7 +310,8 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
             stack = ${stack}
         ${body}
         """,
-        decorator=dialect.decorator(spec.block), name=name, tid=dialect.thread_idx(),
+        decorator=dialect.decorator(spec.block, max(1, SM_THREADS // spec.block)), name=name,
+        tid=dialect.thread_idx(),
         W=spec.warp, roots=dialect.shared_array(spec.warps),
         stack=dialect.shared_array(spec.warps * DEPTH), body=snippet(body, 1),
     )

@@ -246,7 +246,9 @@ def main(argv=None) -> int:
         total += 1
         t = time.perf_counter()
         try:
-            cuda.compile_ptx(kernel.fn.py_func, sig, cc=cc)
+            # with the kernel's launch bounds, as its dispatcher compiles it
+            cuda.compile_ptx(kernel.fn.py_func, sig, cc=cc,
+                             launch_bounds=kernel.fn.targetoptions.get("launch_bounds"))
         except Exception as exc:  # noqa: BLE001  (reported, then the next)
             failed += 1
             text = str(exc).strip().splitlines()
