@@ -263,6 +263,8 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
         if is_tuple(acc_dtype) and not (l2 and nbytes > 2 * l2):
             # one launch, which also finishes; var's summaries folded per lane
             lanes = commutative and acc_dtype.itemsize >= 32
+            if not lanes and l2 and nbytes <= l2 and _half(in_dtype):
+                return Auto("last_block", items, HALF_BLOCK)
             return Auto("last_block_lanes" if lanes else "last_block", items)
         return Auto("warp_shuffle", items)
     block = device.auto_block if device is not None else None
@@ -270,6 +272,23 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     if l2 and nbytes > 2 * l2:
         return Auto("warp_shuffle_x2", two, block, 32, per_block=4)
     return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
+
+
+#: The block size of a half-precision input's two-field accumulators (mean's,
+#: argmax's) inside the L2, on one wave. On an H200 (``bench/rules.py``, the
+#: layouts through a tuning store, as a user's call runs them, PyTorch in the
+#: same rounds; ``docs/performance/rules-h200.txt`` and, after the change,
+#: ``rules-half-h200.txt``), float16 ``mean`` of 2**24 took 28.1 and 28.6 us a
+#: call waited for with blocks of 512 against 30.1 and 35.8 with 256 (PyTorch
+#: 24.5, 25.9), 14.3 and 15.3 back to back against 16.4 and 17.0; bfloat16
+#: 33.5 and 32.9 against 35.3 and 34.9 (24.0, 24.9). At 2**23 within the runs'
+#: noise (float16 31.8 against 34.4, bfloat16 33.0 against 32.4 waited for),
+#: and float16 ``argmax`` within 3% at both sizes.
+HALF_BLOCK = 512
+
+
+def _half(dtype: np.dtype) -> bool:
+    return dtype.itemsize == 2 and (dtype.kind == "f" or is_bfloat16(dtype))
 
 
 #: The grid of the per-lane fold of a 4-byte input's accumulators under 32

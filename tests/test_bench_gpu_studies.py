@@ -12,7 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize("script", ["call_stages.py", "fixed_tree_finish.py"])
+@pytest.mark.parametrize("script", ["call_stages.py", "fixed_tree_finish.py", "rules.py"])
 def test_without_a_gpu_it_says_so(script):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -459,6 +459,36 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
     assert layout(np.float32, "var", 3 * l2, Tuning(items_per_thread=4))[2] == 4
 
 
+def test_auto_half_precision_pairs_in_the_cache_take_blocks_of_512():
+    """A float16 or bfloat16 input's two-field accumulators (mean's, argmax's)
+    inside the L2 run one launch in blocks of 512 on one wave
+    (planner.HALF_BLOCK); past the L2, int16 and float32 in the cache, and a
+    tuning's block size keep their own."""
+    from pyreduce import structured
+    from pyreduce.dtypes import BFLOAT16
+    from pyreduce.planner import HALF_BLOCK
+
+    l2 = H100_L2.l2_bytes
+
+    def plan(monoid, dt, nbytes, tuning=Tuning()):
+        m = monoid(dt)
+        return make_plan(nbytes // dt.itemsize, dt, m.dtype, m.key, H100_L2, tuning, align=16,
+                         commutative=m.commutative)
+
+    def mean(dt):
+        return structured.moments_monoid(dt, "mean")
+
+    for dt in (np.dtype(np.float16), BFLOAT16):
+        for monoid in (mean, structured.argmax_monoid):
+            p = plan(monoid, dt, l2 // 2)
+            assert (p.spec.variant, p.spec.block, p.spec.items) == ("last_block", HALF_BLOCK, 16)
+            assert p.grid <= H100_L2.max_grid(HALF_BLOCK) and p.passes == 1
+            assert plan(monoid, dt, 3 * l2 // 2).spec.block == H100_L2.default_block
+            assert plan(monoid, dt, l2 // 2, Tuning(block_size=128)).spec.block == 128
+    assert plan(mean, np.dtype(np.int16), l2 // 2).spec.block == H100_L2.default_block
+    assert plan(mean, np.dtype(np.float32), l2 // 2).spec.block == H100_L2.default_block
+
+
 def test_auto_folds_per_lane_where_the_op_may_be_reordered():
     """A commutative tuple op (every structured reduction's but complex
     minmax's) past the L2 folds per lane (planner._tuple_rule): var 16 items
