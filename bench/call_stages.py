@@ -5,7 +5,8 @@ reserved, to the first launch and its return, and to the call's return; then
 the call's time to a ready result and the GPU's span from an event recorded
 before the call to one after it (the GPU waits for the launch, so the span
 holds the host's time before it), for both libraries. Calls of 2**24 elements
-(CuPy arrays, PyTorch a zero-copy tensor of them), each stage the median of 600
+(CuPy arrays, PyTorch a zero-copy tensor of them; the cases marked ``torch``
+give pyreduce the tensor, bfloat16 among them), each stage the median of 600
 calls, after a synchronisation (``sync``: as a call timed to its ready result
 starts) and in bursts of 32 (``burst``).
 
@@ -25,8 +26,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import has_cuda  # noqa: E402
 
-CASES = [("sum", "float32"), ("max", "int32"), ("mean", "float32"), ("mean", "float16"),
-         ("argmax", "float32"), ("sum", "float64")]
+CASES = [("sum", "float32", "cupy"), ("max", "int32", "cupy"), ("mean", "float32", "cupy"),
+         ("mean", "float16", "cupy"), ("argmax", "float32", "cupy"), ("sum", "float64", "cupy"),
+         ("sum", "float16", "torch"), ("sum", "bfloat16", "torch"), ("mean", "bfloat16", "torch")]
 N = 2**24
 STAGES = ("express", "made", "launch", "launched")
 
@@ -72,11 +74,16 @@ def main() -> int:
         def array(self, *args):
             return self.inner.array(*args)
 
-    for fn, dt in CASES:
-        x = (cp.arange(N, dtype=cp.int32) if dt == "int32" else
-             cp.asarray(np.random.default_rng(0).random(N).astype(dt)))
+    for fn, dt, kind in CASES:
+        if dt == "bfloat16":
+            t = torch.rand(N, device="cuda").to(torch.bfloat16)
+        else:
+            x = (cp.arange(N, dtype=cp.int32) if dt == "int32" else
+                 cp.asarray(np.random.default_rng(0).random(N).astype(dt)))
+            t = torch.as_tensor(x, device="cuda")
+        if kind == "torch":  # pyreduce given the tensor: a PyTorch result
+            x = t
         f = getattr(pyreduce, fn)
-        t = torch.as_tensor(x, device="cuda")
         peer = {"sum": t.sum, "mean": t.mean, "argmax": t.argmax, "max": t.max}[fn]
         callmemo.clear()
         for _ in range(300):
@@ -107,9 +114,9 @@ def main() -> int:
         peer_ready, peer_span = _events(peer, cp)
         for regime, found in rows.items():
             m = np.median(np.array(found), axis=0)
-            print(f"{fn} {dt} {regime:5s}: express at {m[0]:.1f}  reserved {m[1]:.1f}  launch at "
-                  f"{m[2]:.1f}  launched {m[3]:.1f}  return {m[4]:.1f} us", flush=True)
-        print(f"{fn} {dt} ready {ready:.1f} span {span:.1f} | torch ready {peer_ready:.1f} "
+            print(f"{fn} {dt} {kind} {regime:5s}: express at {m[0]:.1f}  reserved {m[1]:.1f}  "
+                  f"launch at {m[2]:.1f}  launched {m[3]:.1f}  return {m[4]:.1f} us", flush=True)
+        print(f"{fn} {dt} {kind} ready {ready:.1f} span {span:.1f} | torch ready {peer_ready:.1f} "
               f"span {peer_span:.1f}", flush=True)
     return 0
 

@@ -192,16 +192,21 @@ def _torch_dtype(tdtype) -> np.dtype | None:
 
 
 def _read_torch(x) -> DeviceFields | None:
+    # each of PyTorch's accessors is a call into it: the cheapest ones, once each
+    # (get_device() makes no device object, as x.device does)
     if not x.is_cuda:
         return None  # a host tensor (see _host_array)
-    dt = _torch_dtype(x.dtype)
+    tdt = x.dtype
+    dt = _TORCH_DTYPES.get(tdt)
+    if dt is None:
+        dt = _torch_dtype(tdt)
     if dt is None:
         return _read_cai(x)  # let the interface name (or refuse) the dtype
     try:
-        s = _torch_stream(x.device.index)
+        s = _torch_stream(x.get_device())
     except (AttributeError, RuntimeError):  # a PyTorch without the raw call
         s = x.__cuda_array_interface__.get("stream")
-    strides = tuple(k * dt.itemsize for k in x.stride())
+    strides = tuple(map(dt.itemsize.__mul__, x.stride()))
     return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s if s else None)
 
 

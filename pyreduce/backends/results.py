@@ -209,17 +209,19 @@ _TORCH_DTYPES: dict = {}
 class TorchResults(Results):
     """New PyTorch tensors on the device of ``like`` (the input tensor), from
     PyTorch's caching allocator (made in :meth:`reserve`: the address comes
-    with the tensor)."""
+    with the tensor), by ``like.new_empty``: the input's device without the
+    device object ``like.device`` makes, and fewer arguments for PyTorch to
+    parse than ``torch.empty(..., device=...)``."""
 
     __slots__ = ()
 
     def reserve(self, shape, dtype, device, stream, like=None):
-        import torch
-
         tdt = _TORCH_DTYPES.get(dtype)
         if tdt is None:
+            import torch
+
             tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-        arr = torch.empty(shape, dtype=tdt, device=like.device)
+        arr = like.new_empty(shape, dtype=tdt)
         return arr, arr.data_ptr()
 
 
