@@ -14,9 +14,11 @@ the accumulators never come to the host. Otherwise, and for masked arrays and
 ``where=`` (gathered on the host through :mod:`pyreduce.masked` and
 :mod:`pyreduce.selection`), they are finished on the host. A reduction to one
 value whose result goes to a device array (:func:`one_value`) is finished on
-the device the same way, after the whole input's 1-D plan; one with ``out=``
-or a host result is the one value finished on the host, shaped and placed as
-above.
+the device the same way, after the whole input's 1-D plan, and so is one of a
+device input whose value goes to the host where the plan's last launch
+finishes it (its value is then read back, as a plain reduction's is); one
+with ``out=`` or another host result is the one value finished on the host,
+shaped and placed as above.
 
 A masked array: mean, var and the other statistics of the unmasked elements of
 each lane, masked where a lane has none (as ``np.ma.mean(x, axis)``); the
@@ -67,22 +69,26 @@ def place(values, info: Input, keepdims_shape: tuple, dtype, out, device_result:
 
 
 def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend: str,
-              tuning, stream):
+              tuning, stream, device_result: bool = True):
     """The one value of a structured reduction of an unmasked, non-empty input, as
     a device array of ``keepdims_shape`` (a pair of them: minmax) finished on the
     device where a GPU backend reduces it
     (:func:`pyreduce.manyvalues.one_finished`): no accumulator comes
     back, and the call does not wait for the GPU. None where the value is
     finished on the host instead (the cpu backend, or a ``dtype=`` the
-    finishing kernel does not store as NumPy casts)."""
+    finishing kernel does not store as NumPy casts). ``device_result=False``
+    (a device input's): the one value read back as a NumPy scalar, where the
+    plan's last launch finishes it into a single result; else None."""
     fin = monoid.finisher
     if not fin.stores(fin.dtype if dtype is None else np.dtype(dtype)):
         return None
     k = _call_shape(info, monoid, keepdims_shape, dtype, backend, tuning, stream)
     if k is not None:  # a repeat: its decisions remembered (pyreduce.callmemo)
-        found = callmemo.run(k, info, monoid, True)
+        found = callmemo.run(k, info, monoid, device_result)
         if found is not callmemo.MISS:
             return found
+    if not device_result and (k is None or fin.outputs > 1):
+        return None  # read back by a remembered runner only, one value only
     call = prepare(info, monoid, None, backend, tuning, stream, host_result=False)
     if call.backend.name == "cpu":
         return None
@@ -90,6 +96,9 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     if k is not None:  # a device input: its repeats check the device and alignment first
         callmemo.remember_runner(
             k, manyvalues.one_finished_runner(call, keepdims_shape, dtype, launch), monoid)
+    if not device_result:
+        found = callmemo.run(k, info, monoid, False)
+        return None if found is callmemo.MISS else found
     return launch(info, call.flat, True)  # the input prepare placed (a host one uploaded once)
 
 
@@ -127,14 +136,14 @@ def repeat_axes(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype,
     return callmemo.MISS if k is None else callmemo.run(k, info, monoid, device_result)
 
 
-def repeat(info: Input, monoid: Monoid, tuning):
-    """The one device value of a plain call of a structured reduction (no
-    keyword but ``device_result``) made by its remembered decisions
+def repeat(info: Input, monoid: Monoid, tuning, device_result: bool = True):
+    """The one value of a plain call of a structured reduction (no keyword but
+    ``device_result``) of a device input made by its remembered decisions
     (:mod:`pyreduce.callmemo`), or :data:`~pyreduce.callmemo.MISS`: what
     :func:`one_value` does for a repeat, without the checks of a call that
-    may be new."""
+    may be new (``device_result``: a device array, else a NumPy scalar)."""
     k = _call_shape(info, monoid, (), None, "auto", tuning, None)
-    return callmemo.MISS if k is None else callmemo.run(k, info, monoid, True)
+    return callmemo.MISS if k is None else callmemo.run(k, info, monoid, device_result)
 
 
 def fill_masked(info: Input, fill) -> Input:

@@ -441,8 +441,10 @@ def one_finished(call, keepdims_shape: tuple, dtype):
     accumulator by the finishing kernel straight into a new device array of
     the input's library of ``keepdims_shape`` (a pair of them for minmax),
     with no wait for the GPU unless the flag of an empty lane depends on the
-    data. Every decision is taken here, once: a call makes the results and
-    launches (:func:`pyreduce.callmemo.guarded` makes it a remembered runner).
+    data; with ``device_result`` False, the one value read back as a NumPy
+    scalar (:data:`~pyreduce.callmemo.MISS` for a pair). Every decision is
+    taken here, once: a call makes the results and launches
+    (:func:`pyreduce.callmemo.guarded` makes it a remembered runner).
     ``dtype`` (None: the finisher's) must be one the finishing kernel stores
     (:meth:`~pyreduce.finishers.Finisher.stores`)."""
     monoid, be, stream = call.monoid, call.backend, call.stream
@@ -455,8 +457,12 @@ def one_finished(call, keepdims_shape: tuple, dtype):
     kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)
 
     def launch(info, flat, device_result):
+        if not device_result and fin.outputs > 1:
+            return callmemo.MISS
         made = [be.new_result(want, stream, info, keepdims_shape) for _ in range(fin.outputs)]
         _run_finished(be, fin, run, flat, stream, [m[1] for m in made], 1, known, kernel)
+        if not device_result:
+            return be.read_value(made[0][1], stream)
         users = tuple(m[0] for m in made)
         return users if fin.outputs > 1 else users[0]
 
@@ -468,13 +474,20 @@ def _finished_in_the_last_launch(call, keepdims_shape: tuple, want: np.dtype, kn
     value itself (:meth:`pyreduce.backends.base.GeneratedBackend.finishes`): one
     launch fewer, the results written by that kernel into a new device array
     (for two results, minmax's, one of two elements, whose halves are
-    returned)."""
+    returned; with ``device_result`` False, the one value read back from the
+    workspace's result slot, or MISS for a pair)."""
     monoid, be, stream = call.monoid, call.backend, call.stream
     fin = monoid.finisher
     run = be.executable(call.plan, monoid, call.device, (_finisher_spec(fin), want))
     pair = fin.outputs > 1
 
     def launch(info, flat, device_result):
+        if not device_result:
+            if pair:
+                return callmemo.MISS
+            value = run(flat, stream)  # into the workspace's slot, then read back
+            fin.report(known)
+            return value
         user, buffer = be.new_result(want, stream, info,
                                      (fin.outputs,) if pair else keepdims_shape)
         run(flat, stream, out=buffer)

@@ -42,11 +42,12 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     device_result = checked_device_result(device_result)
     info = inspect(x, masked=True)
     if (not kwargs and axis is None and out is None and not keepdims and dtype is None
-            and info.device is not None and device_result is not False
-            and one_value_follows(device_result, info, "auto")):
-        # the commonest call of a device array: straight to its repeat
+            and info.device is not None):
+        # the commonest call of a device array: straight to its repeat (a device
+        # result, or the finished value read back)
         m = monoid(info.dtype)
-        found = along.repeat(info, m, _DEFAULT_TUNING)
+        found = along.repeat(info, m, _DEFAULT_TUNING,
+                             one_value_follows(device_result, info, "auto"))
         if found is not MISS:
             return found
     if (not kwargs and axis is not None and out is None and info.device is not None
@@ -79,9 +80,11 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         on_device = one_value_follows(device_result, info, backend, out, stream=stream)
         shape = (1,) * ndim if keepdims else ()
         to_device = on_device or (keepdims and info.on_device)  # keepdims: an array
-        if to_device and out is None and where is True and info.mask is None and info.size:
+        if (to_device or (info.device is not None and backend != "cpu")) and out is None \
+                and where is True and info.mask is None and info.size:
+            # a device input's host value too: finished on the device, read back
             found = along.one_value(info, m, shape, dtype, backend, kwargs.get("tuning",
-                                    _DEFAULT_TUNING), stream)
+                                    _DEFAULT_TUNING), stream, to_device)
             if found is not None:
                 return found
         value = _reduce(info, m, None, masked_rule=rule, where=where, device_result=False,

@@ -311,6 +311,60 @@ def test_one_value_finished_on_the_device(name, reads):
         assert np.allclose(got.copy_to_host(), _numpy(name, x), equal_nan=True)
 
 
+@pytest.fixture
+def values_read(monkeypatch):
+    """The dtypes of the values read back one at a time (``read_value``)."""
+    seen = []
+    real = {cls: cls.read_value for cls in (GeneratedBackend, CudaBackend)}
+
+    def counting(self, buf, stream):
+        seen.append(np.dtype(buf.dtype))
+        found = CudaBackend if isinstance(self, CudaBackend) else GeneratedBackend
+        return real[found](self, buf, stream)
+
+    monkeypatch.setattr(GeneratedBackend, "read_value", counting)
+    monkeypatch.setattr(CudaBackend, "read_value", counting)
+    return seen
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", NAMES)
+def test_a_device_inputs_host_value_is_finished_on_the_device(name, values_read, reads):
+    """A device input's one value on the host (``device_result=False``, or a
+    Numba array's by default) is finished on the device too and read back, the
+    first call and its repeats: NumPy's value as a NumPy scalar of the
+    documented dtype, NumPy's warning once a call (``ddof`` past the count),
+    its ValueError (an all-NaN nanargmax). No accumulator comes back, but
+    minmax's (two values: its accumulator is finished on the host)."""
+    cuda = _cuda()
+    x = _data((900,), np.float32, 9, nan_share=0.05)
+    cases = [(x, {})]
+    if name in WITH_DDOF:
+        cases.append((x, {"ddof": x.size}))
+    if name.startswith("nanarg"):
+        cases.append((np.full(40, np.nan, np.float32), {}))
+    for data, kw in cases:
+        d = cuda.to_device(data)
+        want, numpy_warned = _expected(name, data, **kw)
+        for asked in ({"device_result": False}, {}, {"device_result": False}):
+            values_read.clear()
+            reads.clear()
+            got, warned = _call(name, d, "sim", **kw, **asked)
+            records = [dt for dt in values_read + [r[0] for r in reads] if dt.names is not None]
+            assert bool(records) == (name == "minmax"), records
+            if isinstance(want, ValueError):
+                assert isinstance(got, ValueError) and str(got) == str(want), got
+                continue
+            assert set(warned) == numpy_warned and len(warned) == len(numpy_warned), warned
+            for part, w in zip(*((got, want) if name == "minmax" else ((got,), (want,)))):
+                assert isinstance(part, np.generic), type(part)
+                assert part.dtype == _result_dtype(name, data.dtype), part.dtype
+                if part.dtype.kind in "iub":
+                    assert part == w, (part, w)
+                else:
+                    assert np.allclose(part, w, rtol=1e-5, atol=1e-5, equal_nan=True), (part, w)
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", ["last_block", "warp_shuffle", "last_block_x2"])
 def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):

@@ -185,6 +185,47 @@ def test_express_repeats_of_two_pass_plans(kind, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
+def test_structured_host_values_repeat_in_one_step(kind, monkeypatch):
+    """A device input's mean, var, std, argmax and argmin on the host
+    (``device_result=False``) are finished by the kernel and read back, their
+    repeats by the express runner: the device result's bits as a NumPy scalar
+    of its dtype, one call after another on new data, inside the L2 and past
+    it (two launches), with ``ddof`` past the count's warning every call;
+    minmax's pair takes the full path and gives NumPy's values."""
+    from pyreduce.backends.express import Express
+    from pyreduce.backends.numba_cuda import CudaBackend
+    from pyreduce.callmemo import MISS
+
+    to_device, scalar_of, _ = _library(kind)
+    fast, real_call = [0], Express.__call__
+
+    def call(self, info, device_result):
+        found = real_call(self, info, device_result)
+        fast[0] += found is not MISS and not device_result
+        return found
+
+    monkeypatch.setattr(Express, "__call__", call)
+    l2 = CudaBackend().device().l2_bytes or 50 * 2**20
+    rng = np.random.default_rng(21)
+    names = ("mean", "var", "std", "argmax", "argmin")
+    for n in (3 * 2**16 + 7, 3 * l2 // 4 + 3):  # float32: inside, then past the L2
+        for _ in range(3):
+            h = rng.standard_normal(n).astype(np.float32)
+            d = to_device(h)
+            for name in names:
+                f = getattr(pyreduce, name)
+                got, on_device = f(d, device_result=False), f(d, device_result=True)
+                assert isinstance(got, np.generic), (name, type(got))
+                want = scalar_of(on_device)
+                assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+            with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+                assert np.isinf(pyreduce.var(d[:5], ddof=5, device_result=False))
+            lo, hi = pyreduce.minmax(d, device_result=False)
+            assert (lo, hi) == (h.min(), h.max()) and isinstance(lo, np.generic)
+    assert fast[0] >= 2 * 2 * len(names)  # each size's later rounds: served as repeats
+
+
+@pytest.mark.parametrize("kind", ["numba", "cupy", "torch"])
 def test_express_repeats_of_the_fixed_tree(kind, monkeypatch):
     """``deterministic=True`` repeats run the fixed tree's one launch (its last
     block finishes the tree) in one step (``pyreduce.backends.express``), with

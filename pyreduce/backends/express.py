@@ -58,6 +58,8 @@ class Express:
             outputs = monoid.finisher.outputs
             if outputs > 1:
                 self.shape, self.parts = (outputs,), (self.shape, outputs)
+            else:  # a host value: the one finished value, read from the result slot
+                self.finish = _finished
         # device_result=None: where the full path puts it
         # (:meth:`pyreduce.prepared.Prepared.follows`; the call shape fixes it)
         self.follows = follows
@@ -117,9 +119,17 @@ class Express:
                     shape, count = self.parts
                     return parts(user, count, shape)
                 return user
-            return self.finish(read_scalar(slot, self.stream))
+            value = self.finish(read_scalar(slot, self.stream))
+            if self.report is not None:  # a finished value's warning, as on the device
+                self.report()
+            return value
         finally:
             pool.append(ws)
+
+
+def _finished(value):
+    """A value the kernel finished: as it is read back."""
+    return value
 
 
 def express(backend, call, device: int, finished=None) -> Express | None:
