@@ -77,8 +77,9 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     back, and the call does not wait for the GPU. None where the value is
     finished on the host instead (the cpu backend, or a ``dtype=`` the
     finishing kernel does not store as NumPy casts). ``device_result=False``
-    (a device input's): the one value read back as a NumPy scalar, where the
-    plan's last launch finishes it into a single result; else None."""
+    (a device input's): the one value read back as a NumPy scalar, for a
+    single result whose flag does not come back (not minmax's pair, not the
+    NaN statistics); else None."""
     fin = monoid.finisher
     if not fin.stores(fin.dtype if dtype is None else np.dtype(dtype)):
         return None
@@ -87,8 +88,10 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
         found = callmemo.run(k, info, monoid, device_result)
         if found is not callmemo.MISS:
             return found
-    if not device_result and (k is None or fin.outputs > 1):
-        return None  # read back by a remembered runner only, one value only
+    if not device_result and (k is None or fin.outputs > 1 or fin.counted):
+        # read back by a remembered runner only, one value only, and not where the
+        # flag comes back too (the NaN statistics: a second read)
+        return None
     call = prepare(info, monoid, None, backend, tuning, stream, host_result=False)
     if call.backend.name == "cpu":
         return None

@@ -442,7 +442,8 @@ def one_finished(call, keepdims_shape: tuple, dtype):
     the input's library of ``keepdims_shape`` (a pair of them for minmax),
     with no wait for the GPU unless the flag of an empty lane depends on the
     data; with ``device_result`` False, the one value read back as a NumPy
-    scalar (:data:`~pyreduce.callmemo.MISS` for a pair). Every decision is
+    scalar (:data:`~pyreduce.callmemo.MISS` for a pair, and where the flag
+    comes back: the host finishes those from one read). Every decision is
     taken here, once: a call makes the results and launches
     (:func:`pyreduce.callmemo.guarded` makes it a remembered runner).
     ``dtype`` (None: the finisher's) must be one the finishing kernel stores
@@ -457,7 +458,7 @@ def one_finished(call, keepdims_shape: tuple, dtype):
     kernel = be.finish_kernel(fin, monoid.dtype, fin.counted)
 
     def launch(info, flat, device_result):
-        if not device_result and fin.outputs > 1:
+        if not device_result and (fin.outputs > 1 or fin.counted):
             return callmemo.MISS
         made = [be.new_result(want, stream, info, keepdims_shape) for _ in range(fin.outputs)]
         _run_finished(be, fin, run, flat, stream, [m[1] for m in made], 1, known, kernel)
