@@ -46,10 +46,11 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         # the commonest call of a device array: straight to its repeat (a device
         # result, or the finished value read back)
         m = monoid(info.dtype)
-        found = along.repeat(info, m, _DEFAULT_TUNING,
-                             one_value_follows(device_result, info, "auto"))
-        if found is not MISS:
-            return found
+        to_device = one_value_follows(device_result, info, "auto")
+        if to_device or along.host_value_finishes(m):
+            found = along.repeat(info, m, _DEFAULT_TUNING, to_device)
+            if found is not MISS:
+                return found
     if (not kwargs and axis is not None and out is None and info.device is not None
             and (not one_axis or isinstance(axis, (int, np.integer)))):
         # a plain call along axes of a device array: straight to its repeat (a bad

@@ -367,6 +367,46 @@ def test_a_device_inputs_host_value_is_finished_on_the_device(name, values_read,
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("name", ["mean", "argmax", "minmax", "nanmean", "nanvar"])
+def test_a_host_value_repeat_runs_one_remembered_call(name, monkeypatch):
+    """A device input's host value after a device result of the same shape runs
+    one remembered call and views the input once: a value finished on the device
+    (mean) by its runner, one finished on the host (minmax's pair, the NaN
+    statistics) without trying the device-finished runner first."""
+    from pyreduce import callmemo
+
+    cuda = _cuda()
+    runs, flats = [], []
+    real_run, real_flat = callmemo.run, GeneratedBackend.flat_input
+
+    def run(*args):
+        found = real_run(*args)
+        runs.append(found is not callmemo.MISS)
+        return found
+
+    def flat_input(self, info, stream):
+        flats.append(info.shape)
+        return real_flat(self, info, stream)
+
+    monkeypatch.setattr(callmemo, "run", run)
+    monkeypatch.setattr(GeneratedBackend, "flat_input", flat_input)
+    x = _data((900,), np.float32, 11, nan_share=0.05 if name.startswith("nan") else 0)
+    d = cuda.to_device(x)
+    want, _ = _expected(name, x)
+    fn = getattr(pyreduce, name)
+    fn(d, device_result=True)
+    for _ in range(2):
+        fn(d, device_result=False)  # the first one remembers its own runner
+    runs.clear()
+    flats.clear()
+    got = fn(d, device_result=False)
+    assert runs == [True], runs
+    assert len(flats) == 1, flats
+    for part, w in zip(*((got, want) if name == "minmax" else ((got,), (want,)))):
+        assert np.allclose(part, w, rtol=1e-5, atol=1e-5), (part, w)
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("variant", ["last_block", "warp_shuffle", "last_block_x2"])
 def test_the_last_launch_finishes_the_one_value(variant, monkeypatch):
     """A one value whose flag does not depend on the data is finished by the
