@@ -159,8 +159,9 @@ def _read_cai(x) -> DeviceFields:
 
 
 def _read_cupy(x) -> DeviceFields:
-    s = _cupy_stream().ptr
-    return DeviceFields(x.data.ptr, x.shape, x.strides, x.dtype, s if s else None)
+    # CuPy's null stream (0) is CUDA's legacy default stream, which the
+    # interface names 1: a read on a non-blocking stream must wait for it
+    return DeviceFields(x.data.ptr, x.shape, x.strides, x.dtype, _cupy_stream().ptr or 1)
 
 
 def _cupy_stream():
@@ -207,7 +208,8 @@ def _read_torch(x) -> DeviceFields | None:
     except (AttributeError, RuntimeError):  # a PyTorch without the raw call
         s = x.__cuda_array_interface__.get("stream")
     strides = tuple(map(dt.itemsize.__mul__, x.stride()))
-    return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s if s else None)
+    # PyTorch's default stream (0) is CUDA's legacy one, the interface's 1
+    return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s or 1)
 
 
 # --- DLPack (__dlpack__), for producers without __cuda_array_interface__
@@ -262,9 +264,12 @@ def _read_dlpack(x) -> DeviceFields | None:
         return None
     if kind not in (_DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED):
         raise TypeError(f"a DLPack array on device type {kind} is not a CUDA array")
-    # stream 1: the consumer reads on CUDA's legacy default stream, which is what a
-    # reduction launches on unless told otherwise
-    return parse_dlpack(x.__dlpack__(stream=1))
+    # stream 1: the producer orders its work before CUDA's legacy default stream,
+    # which a reduction launches on unless told otherwise (and which a read on a
+    # non-blocking stream waits for: the fields name it)
+    fields = parse_dlpack(x.__dlpack__(stream=1))
+    fields.stream = 1
+    return fields
 
 
 def _torch_stream(index):

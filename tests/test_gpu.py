@@ -495,6 +495,43 @@ def test_express_repeats_wait_for_the_producers_stream(prepares):
     assert prepares[0] == 1
 
 
+_LATE_WRITE = r"""
+extern "C" __global__ void late_write(float* x, long long i, float value,
+                                      long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    x[i] = value;
+}
+"""
+
+
+@pytest.mark.parametrize("variant", ["auto", "warp_shuffle_x2", "last_block"])
+def test_a_non_blocking_stream_waits_for_the_default_streams_work(variant):
+    """An input written on the default stream and reduced on a non-blocking
+    stream (which the default stream does not order) is read after the default
+    stream's work, without the host waiting: with out= on the stream, its
+    repeats, and a host value. The write comes from a kernel that spins for
+    about 10 ms first, so a read that does not wait for it misses it."""
+    cp = pytest.importorskip("cupy")
+    late_write = cp.RawKernel(_LATE_WRITE, "late_write")
+    rng = np.random.default_rng(17)
+    n = 2**24 + 5
+    launch, other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    out = cp.empty((), cp.float32)
+    tuning = pyreduce.Tuning(variant=variant)
+    x = cp.asarray(rng.standard_normal(n).astype(np.float32))
+    cycles = 20_000_000  # about 10 ms at 2 GHz
+    for k in range(4):
+        at = int(rng.integers(n))
+        late_write((1,), (1,), (x, np.int64(at), np.float32(100 + k), np.int64(cycles)))
+        pyreduce.max(x, out=out, stream=launch, tuning=tuning)
+        launch.synchronize()  # the call's work is on launch, after the write
+        assert out.get(stream=other) == 100 + k  # read where nothing orders it
+        late_write((1,), (1,), (x, np.int64(at), np.float32(200 + k), np.int64(cycles)))
+        assert pyreduce.max(x, stream=launch, tuning=tuning, device_result=False) == 200 + k
+        x[at] = 0  # on the default stream, which the next write follows
+
+
 def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     """A repeat launches only on the device its decisions were taken on: where the
     thread's device is another, it launches nothing (``fastpath.WRONG_DEVICE``)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -185,6 +186,41 @@ def cuda_driver():
         SUCCESS = driver.CUresult.CUDA_SUCCESS
         _CU = driver
     return _CU
+
+
+_ORDER_LOCK = threading.Lock()
+#: one event a context (its handle's int), recorded on a default stream and
+#: waited for by another: :func:`order_after_default`
+_ORDER_EVENTS: dict = {}
+
+
+def order_after_default(default: int, stream: int) -> None:
+    """Make ``stream`` wait, without the host waiting, for the work queued so far
+    on the default stream ``default`` (1: the legacy one, 2: the per-thread one)
+    where it is not ordered after it already: a stream made with the
+    non-blocking flag (CuPy's and PyTorch's ``non_blocking`` ones, a Numba
+    stream) runs beside the default streams. Nothing is done while ``stream``
+    is being captured into a graph: a replay is ordered by the stream it is
+    launched on, and the default stream may not be touched during a capture."""
+    cu = cuda_driver()
+    err, flags = cu.cuStreamGetFlags(cu.CUstream(stream))
+    check_driver(err)
+    if not int(flags) & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING):
+        return  # a blocking stream: the default streams order it already
+    err, status = cu.cuStreamIsCapturing(cu.CUstream(stream))
+    check_driver(err)
+    if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+        return
+    err, ctx = cu.cuCtxGetCurrent()
+    check_driver(err)
+    with _ORDER_LOCK:  # one event a context: record and wait before another records
+        event = _ORDER_EVENTS.get(int(ctx))
+        if event is None:
+            err, event = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            check_driver(err)
+            _ORDER_EVENTS[int(ctx)] = event
+        check_driver(cu.cuEventRecord(event, cu.CUstream(default)))
+        check_driver(cu.cuStreamWaitEvent(cu.CUstream(stream), event, 0))
 
 
 def check_driver(result) -> None:

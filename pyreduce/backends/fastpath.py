@@ -80,9 +80,8 @@ MAPPED_RESULTS = True
 def view_from(fields, owner, stream=0) -> DeviceView | None:
     """A view in C order of the device array ``owner`` described by ``fields``
     (:class:`pyreduce.interop.DeviceFields`), or None when that needs a copy (an
-    N-D array that is not C-contiguous). Before it is read on ``stream``, the
-    producer's stream is synchronized if it is another one (the CUDA Array
-    Interface's rule; 1 and 2 name the default streams, which need nothing)."""
+    N-D array that is not C-contiguous). Its read on ``stream`` is ordered after
+    the producer's stream first (:func:`sync_producer`)."""
     dt, shape, strides = storage(fields.dtype), fields.shape, fields.strides
     sync_producer(fields, stream)
     size = 1
@@ -102,11 +101,19 @@ def view_from(fields, owner, stream=0) -> DeviceView | None:
 
 
 def sync_producer(fields, stream) -> None:
-    """Wait for the stream that produced an array (``fields.stream``) if it is
-    neither ``stream`` nor a default stream, before ``stream`` reads it."""
+    """Order the read of an array on ``stream`` after the stream that produced it
+    (``fields.stream``, the CUDA Array Interface's rule), where that is another
+    one: a default stream (1, 2) by a wait of ``stream`` on it, which only a
+    non-blocking ``stream`` needs (:func:`~pyreduce.backends.cudadriver.order_after_default`),
+    any other stream by synchronizing it."""
     producer = fields.stream
-    if producer is not None and producer not in (1, 2) and producer != stream:
-        check_driver(cuda_driver().cuStreamSynchronize(producer))
+    if producer is None or producer == stream:
+        return
+    if producer in (1, 2):
+        if stream not in (0, 1, 2):
+            cudadriver.order_after_default(producer, stream)
+        return
+    check_driver(cuda_driver().cuStreamSynchronize(producer))
 
 
 def view_of(x) -> DeviceView | None:
