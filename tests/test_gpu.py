@@ -532,6 +532,28 @@ def test_a_non_blocking_stream_waits_for_the_default_streams_work(variant):
         x[at] = 0  # on the default stream, which the next write follows
 
 
+def test_a_capture_on_a_non_blocking_stream_of_a_default_streams_input():
+    """A call captured on a non-blocking stream whose input CuPy made on its
+    default stream (not the capturing one: no ``with s``) records the reduction
+    without touching the default stream; the replay reduces the new values."""
+    cp = pytest.importorskip("cupy")
+    n = 2**20 + 3
+    x = cp.asarray(np.random.default_rng(3).random(n, dtype=np.float32))
+    out = cp.empty((), cp.float32)
+    s = cp.cuda.Stream(non_blocking=True)
+    pyreduce.max(x, out=out, stream=s)  # compiled and planned first
+    s.synchronize()
+    assert out.get(stream=s) == x.max().get()
+    s.begin_capture()
+    pyreduce.max(x, out=out, stream=s)
+    graph = s.end_capture()
+    x[n // 2] = 9.0
+    cp.cuda.Stream.null.synchronize()
+    graph.launch(s)
+    s.synchronize()
+    assert out.get(stream=s) == 9.0
+
+
 def test_express_repeat_on_another_device_takes_the_full_path(prepares):
     """A repeat launches only on the device its decisions were taken on: where the
     thread's device is another, it launches nothing (``fastpath.WRONG_DEVICE``)

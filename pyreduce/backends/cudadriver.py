@@ -203,14 +203,15 @@ def order_after_default(default: int, stream: int) -> None:
     is being captured into a graph: a replay is ordered by the stream it is
     launched on, and the default stream may not be touched during a capture."""
     cu = cuda_driver()
-    err, flags = cu.cuStreamGetFlags(cu.CUstream(stream))
+    handle = cu.CUstream(stream)
+    err, status = cu.cuStreamIsCapturing(handle)  # first: a capturing stream's
+    check_driver(err)  # flags may not be asked for
+    if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
+        return
+    err, flags = cu.cuStreamGetFlags(handle)
     check_driver(err)
     if not int(flags) & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING):
         return  # a blocking stream: the default streams order it already
-    err, status = cu.cuStreamIsCapturing(cu.CUstream(stream))
-    check_driver(err)
-    if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
-        return
     err, ctx = cu.cuCtxGetCurrent()
     check_driver(err)
     with _ORDER_LOCK:  # one event a context: record and wait before another records
@@ -220,7 +221,7 @@ def order_after_default(default: int, stream: int) -> None:
             check_driver(err)
             _ORDER_EVENTS[int(ctx)] = event
         check_driver(cu.cuEventRecord(event, cu.CUstream(default)))
-        check_driver(cu.cuStreamWaitEvent(cu.CUstream(stream), event, 0))
+        check_driver(cu.cuStreamWaitEvent(handle, event, 0))
 
 
 def check_driver(result) -> None:
