@@ -197,31 +197,43 @@ _ORDER_EVENTS: dict = {}
 def order_after_default(default: int, stream: int) -> None:
     """Make ``stream`` wait, without the host waiting, for the work queued so far
     on the default stream ``default`` (1: the legacy one, 2: the per-thread one)
-    where it is not ordered after it already: a stream made with the
-    non-blocking flag (CuPy's and PyTorch's ``non_blocking`` ones, a Numba
-    stream) runs beside the default streams. Nothing is done while ``stream``
-    is being captured into a graph: a replay is ordered by the stream it is
-    launched on, and the default stream may not be touched during a capture."""
+    where it is not ordered after it already. The legacy stream orders every
+    blocking stream; a non-blocking one (every PyTorch stream, CuPy's
+    ``non_blocking=True`` ones) runs beside it, and the per-thread stream
+    orders only the legacy one. Nothing is done while ``stream`` is being
+    captured into a graph (a replay is ordered by the stream it is launched on,
+    and the default stream may not be touched during a capture), nor in a
+    thread with no current context (a remembered call then takes the full
+    path, which makes one current and orders the read itself)."""
     cu = cuda_driver()
     handle = cu.CUstream(stream)
     err, status = cu.cuStreamIsCapturing(handle)  # first: a capturing stream's
     check_driver(err)  # flags may not be asked for
     if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
         return
-    err, flags = cu.cuStreamGetFlags(handle)
-    check_driver(err)
-    if not int(flags) & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING):
-        return  # a blocking stream: the default streams order it already
+    if default == 1:
+        err, flags = cu.cuStreamGetFlags(handle)
+        check_driver(err)
+        if not int(flags) & int(cu.CUstream_flags.CU_STREAM_NON_BLOCKING):
+            return  # a blocking stream: the legacy stream orders it already
     err, ctx = cu.cuCtxGetCurrent()
     check_driver(err)
+    if not int(ctx):
+        return
     with _ORDER_LOCK:  # one event a context: record and wait before another records
         event = _ORDER_EVENTS.get(int(ctx))
-        if event is None:
+        if event is None or _failed(cu.cuEventRecord(event, cu.CUstream(default))):
+            # none yet, or one of a context since destroyed at this address
             err, event = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
             check_driver(err)
             _ORDER_EVENTS[int(ctx)] = event
-        check_driver(cu.cuEventRecord(event, cu.CUstream(default)))
+            check_driver(cu.cuEventRecord(event, cu.CUstream(default)))
         check_driver(cu.cuStreamWaitEvent(handle, event, 0))
+
+
+def _failed(result) -> bool:
+    """Whether a driver call's ``result`` (as :func:`check_driver` takes it) is an error."""
+    return bool(int(result[0] if isinstance(result, tuple) else result))
 
 
 def check_driver(result) -> None:
