@@ -38,7 +38,7 @@ from .ops import Monoid
 from .planner import DEFAULT_TUNING as _DEFAULT  # the tuning of a call that names none
 from .prepared import prepare
 
-__all__ = ["reduce", "one_value", "host_value_finishes", "repeat", "place", "fill_masked"]
+__all__ = ["reduce", "one_value", "repeat", "place", "fill_masked"]
 
 
 def _results(finished) -> tuple:
@@ -83,7 +83,7 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
     fin = monoid.finisher
     if not fin.stores(fin.dtype if dtype is None else np.dtype(dtype)):
         return None
-    if not device_result and not host_value_finishes(monoid):
+    if not device_result and not fin.read_alone:  # finished on the host
         return None
     k = _call_shape(info, monoid, keepdims_shape, dtype, backend, tuning, stream)
     if k is not None:  # a repeat: its decisions remembered (pyreduce.callmemo)
@@ -103,15 +103,6 @@ def one_value(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend
         found = callmemo.run(k, info, monoid, False)
         return None if found is callmemo.MISS else found
     return launch(info, call.flat, True)  # the input prepare placed (a host one uploaded once)
-
-
-def host_value_finishes(monoid: Monoid) -> bool:
-    """Whether a device input's host value of ``monoid`` is finished on the device
-    and read back: one value only, and not where the flag comes back too (the NaN
-    statistics: a second read). Else the accumulator comes back and is finished
-    on the host, and no remembered runner is tried for it."""
-    fin = monoid.finisher
-    return fin.outputs == 1 and not fin.counted
 
 
 def _call_shape(info: Input, monoid: Monoid, keepdims_shape: tuple, dtype, backend: str,

@@ -182,6 +182,14 @@ class Finisher:
     error: bool = False
     counted: bool = False
 
+    @property
+    def read_alone(self) -> bool:
+        """Whether a finished value can be read back from a GPU alone: one result,
+        whose flag does not depend on the data (else the flag comes back too, a
+        second read: the NaN-ignoring statistics). minmax's pair, and those, are
+        finished on the host where their value goes there."""
+        return self.outputs == 1 and not self.counted
+
     @functools.cached_property  # read on every call: walking the bytecode once is enough
     def key(self):
         """What the compiled function depends on (``ddof`` is an argument)."""

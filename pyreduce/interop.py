@@ -239,10 +239,11 @@ _DL_TYPES = {(0, b): np.dtype(f"int{b}") for b in (8, 16, 32, 64)} | {
     (6, 8): np.dtype(np.bool_)}
 
 
-def parse_dlpack(capsule) -> DeviceFields:
-    """The memory a DLPack capsule (``"dltensor"``) describes. The capsule is not
-    consumed: its destructor releases the producer's tensor, and the caller keeps
-    the producer's array alive while the memory is used."""
+def parse_dlpack(capsule, stream=None) -> DeviceFields:
+    """The memory a DLPack capsule (``"dltensor"``) describes, ``stream`` the one
+    its producer ordered its work before (:class:`DeviceFields`). The capsule is
+    not consumed: its destructor releases the producer's tensor, and the caller
+    keeps the producer's array alive while the memory is used."""
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     t = _DLTensor.from_address(get(capsule, b"dltensor"))  # DLManagedTensor starts with it
@@ -254,7 +255,7 @@ def parse_dlpack(capsule) -> DeviceFields:
     shape = tuple(t.shape[k] for k in range(t.ndim))
     strides = None if not t.strides else tuple(t.strides[k] * dt.itemsize
                                               for k in range(t.ndim))
-    return DeviceFields((t.data or 0) + t.byte_offset, shape, strides, dt, None)
+    return DeviceFields((t.data or 0) + t.byte_offset, shape, strides, dt, stream)
 
 
 def _read_dlpack(x) -> DeviceFields | None:
@@ -267,9 +268,7 @@ def _read_dlpack(x) -> DeviceFields | None:
     # stream 1: the producer orders its work before CUDA's legacy default stream,
     # which a reduction launches on unless told otherwise (and which a read on a
     # non-blocking stream waits for: the fields name it)
-    fields = parse_dlpack(x.__dlpack__(stream=1))
-    fields.stream = 1
-    return fields
+    return parse_dlpack(x.__dlpack__(stream=1), 1)
 
 
 def _torch_stream(index):

@@ -47,7 +47,7 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         # result, or the finished value read back)
         m = monoid(info.dtype)
         to_device = one_value_follows(device_result, info, "auto")
-        if to_device or along.host_value_finishes(m):
+        if to_device or m.finisher.read_alone:  # else finished on the host
             found = along.repeat(info, m, _DEFAULT_TUNING, to_device)
             if found is not MISS:
                 return found

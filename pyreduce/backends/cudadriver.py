@@ -239,8 +239,8 @@ def _failed(result) -> bool:
 def check_driver(result) -> None:
     """Raise RuntimeError, naming the error, unless a driver call's ``result``
     (a CUresult, or a tuple that starts with one) is success."""
-    err = result[0] if isinstance(result, tuple) else result
-    if int(err) != 0:
+    if _failed(result):
+        err = result[0] if isinstance(result, tuple) else result
         cu = cuda_driver()
         _, name = cu.cuGetErrorName(cu.CUresult(int(err)))
         raise RuntimeError(f"CUDA driver call failed: {name.decode() if name else err}")
