@@ -413,9 +413,10 @@ def host_input(x: np.ndarray) -> Input:
     the user's array is never changed."""
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
-    # ml_dtypes' bfloat16: kept as its bits (storage() keeps the answer per
-    # dtype: NumPy builds dtype.name anew on every read, microseconds a call)
-    if storage(x.dtype) != x.dtype and x.dtype != BFLOAT16:
+    # ml_dtypes' bfloat16 and this package's marker dtype: kept as its bits
+    # (storage() keeps the answer per dtype: NumPy builds dtype.name anew on
+    # every read, microseconds a call)
+    if storage(x.dtype) != x.dtype:
         return Input(BFLOAT16, x.shape, host=x.view(np.uint16))
     return Input(check_dtype(x.dtype), x.shape, host=x)
 

@@ -120,6 +120,22 @@ def test_bfloat16_is_loaded_as_float32(backend, variant):
     assert np.array_equal(b.view(np.uint16), before.view(np.uint16))
 
 
+def test_bfloat16_marker_arrays_are_its_bits(backend):
+    # pyreduce.dtypes.BFLOAT16 (a NumPy array of its bits): read as ml_dtypes'
+    # bfloat16 is (the simulator's kernels had read a structured element)
+    from pyreduce.dtypes import BFLOAT16, bfloat16_to_float32
+
+    bits = np.random.default_rng(8).integers(0x3f00, 0x4100, 700).astype(np.uint16)
+    x = bits.view(BFLOAT16)
+    f = bfloat16_to_float32(bits).astype(np.float64)
+    for y, g in ((x, f), (x[::-3], f[::-3])):
+        assert np.isclose(float(pyreduce.sum(y, **on(backend))), g.sum(), rtol=1e-5)
+        assert pyreduce.max(y, **on(backend)) == g.max()
+        assert pyreduce.argmin(y, **on(backend)) == np.argmin(g)
+        assert np.isclose(float(pyreduce.mean(y, **on(backend))), g.mean(), rtol=1e-6)
+    assert np.array_equal(x.view(np.uint16), bits)
+
+
 def test_bfloat16_accumulator_refused(backend):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     with pytest.raises(TypeError, match="bfloat16 .*accumulat"):
