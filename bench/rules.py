@@ -45,7 +45,8 @@ ALTERNATIVES = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_blo
 #: the half-precision sums' own: they widen into float32 (a load is 8 items)
 HALF = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_block", 512, 2, 4),
         ("last_block", 256, 2, 1), ("last_block", 256, 2, 2), ("last_block_lanes", 512, 2, 1),
-        ("warp_shuffle_x2", 256, 2, 16), ("warp_shuffle", 256, 4, 4)]
+        ("warp_shuffle_x2", 256, 2, 16), ("warp_shuffle", 256, 4, 4), ("warp_shuffle", 256, 2, 1),
+        ("warp_shuffle_lanes", 256, 2, 1)]
 CALLS = ["sum float64", "max float64", "sum float32", "max int32", "sum float16",
          "sum bfloat16", "mean float16", "mean bfloat16"]
 DISTS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "torch")

@@ -462,8 +462,9 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
 def test_auto_half_precision_pairs_in_the_cache_take_blocks_of_512():
     """A float16 or bfloat16 input's two-field accumulators (mean's, argmax's)
     inside the L2 run one launch in blocks of 512 on one wave
-    (planner.HALF_BLOCK); past the L2, int16 and float32 in the cache, and a
-    tuning's block size keep their own."""
+    (planner.HALF_BLOCK), folded per lane where the op may be reordered; past
+    the L2, int16 and float32 in the cache, and a tuning's block size keep
+    their own."""
     from pyreduce import structured
     from pyreduce.dtypes import BFLOAT16
     from pyreduce.planner import HALF_BLOCK
@@ -481,10 +482,14 @@ def test_auto_half_precision_pairs_in_the_cache_take_blocks_of_512():
     for dt in (np.dtype(np.float16), BFLOAT16):
         for monoid in (mean, structured.argmax_monoid):
             p = plan(monoid, dt, l2 // 2)
-            assert (p.spec.variant, p.spec.block, p.spec.items) == ("last_block", HALF_BLOCK, 16)
+            assert (p.spec.variant, p.spec.block, p.spec.items) == (
+                "last_block_lanes", HALF_BLOCK, 16)
             assert p.grid <= H100_L2.max_grid(HALF_BLOCK) and p.passes == 1
             assert plan(monoid, dt, 3 * l2 // 2).spec.block == H100_L2.default_block
             assert plan(monoid, dt, l2 // 2, Tuning(block_size=128)).spec.block == 128
+    # minmax's pair too
+    p = plan(structured.minmax_monoid, np.dtype(np.float16), l2 // 2)
+    assert (p.spec.variant, p.spec.block) == ("last_block_lanes", HALF_BLOCK)
     assert plan(mean, np.dtype(np.int16), l2 // 2).spec.block == H100_L2.default_block
     assert plan(mean, np.dtype(np.float32), l2 // 2).spec.block == H100_L2.default_block
 
