@@ -105,6 +105,15 @@ def save(path: str, data: dict) -> None:
         json.dump(data, f, indent=1)
 
 
+def add_row(data: dict, row: dict, text: str, path: str | None) -> None:
+    """``row`` appended to ``data["rows"]`` and ``text`` printed, then, with a
+    ``path``, ``data`` saved there: a run cut short keeps what it measured."""
+    data["rows"].append(row)
+    print(text, flush=True)
+    if path:
+        save(path, data)
+
+
 def write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)

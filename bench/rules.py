@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _report import has_cuda, meta  # noqa: E402
+from _report import add_row, has_cuda, meta  # noqa: E402
 
 #: (variant, block, 16-byte loads a lane, waves) tried beside the planner's rule
 ALTERNATIVES = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_block", 512, 2, 4),
@@ -220,11 +219,7 @@ def main(argv=None) -> int:
         for text in args.only:
             fn, dtype = text.split()
             row = case(fn, dtype, 2**k, args.rounds, args.calls)
-            data["rows"].append(row)
-            print(line(row), flush=True)
-            if args.out:
-                with open(args.out, "w") as f:
-                    json.dump(data, f, indent=1)
+            add_row(data, row, line(row), args.out)
     return 0
 
 
