@@ -61,11 +61,11 @@ def kernels(call, sync, calls: int) -> dict:
 
 
 def short(name: str) -> str:
-    """A kernel's name without its templates' and ABI tags' noise."""
-    name = name.replace("_3cdynamic_3e::", "")
+    """A kernel's name without its return type, namespaces, templates and ABI
+    tags (CUB's two reduction kernels keep their own names)."""
     for cut in ("[abi:", "(", "<"):
         name = name.split(cut)[0]
-    return name.removeprefix("void ").strip()[:60]
+    return name.removeprefix("void ").strip().rsplit("::", 1)[-1]
 
 
 def gpu_us(found: dict) -> float:

@@ -30,6 +30,8 @@ def test_kernel_times_sum_each_kernels_time_a_call(tmp_path):
         sys.path.pop(0)
     assert kernel_times.parse("mean bfloat16 2**24") == ("mean", "bfloat16", 2**24)
     assert kernel_times.short("void _3cdynamic_3e::pyreduce_sum[abi:v1](float*)") == "pyreduce_sum"
+    assert kernel_times.short("void cub::CUB_3::detail::reduce::DeviceReduceSingleTileKernel"
+                              "<Policy, float*>(float*)") == "DeviceReduceSingleTileKernel"
     row = {"case": "sum float32 2**24", "libraries": {
         "pyreduce": {"a": [1, 20.0]}, "cupy": {"b": [2, 16.0]},
         "torch": {"Memset": [1, 1.0], "c": [1, 20.0]}}}
