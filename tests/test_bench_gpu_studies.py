@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize("script", ["call_stages.py", "fixed_tree_finish.py", "kernel_times.py",
-                                    "rules.py"])
+                                    "rules.py", "torch_results.py"])
 def test_without_a_gpu_it_says_so(script):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,

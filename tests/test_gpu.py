@@ -986,6 +986,45 @@ def test_cupy_results_are_ordered_on_the_current_stream():
     np.testing.assert_allclose(float(total), 100 * (2 * h).sum(dtype=np.float64), rtol=1e-6)
 
 
+def test_torch_repeats_past_the_l2_take_the_spare_of_the_call_before():
+    """A tensor's repeat past the L2 returns the result tensor its call before
+    made after that call's launch (``pyreduce.backends.results.TorchResults``),
+    each call its own tensor with its own value, also on another current
+    stream; inside the L2 no spare is kept."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    from pyreduce.backends import results
+
+    results._TORCH_SPARES.clear()
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    small = torch.arange(1000, dtype=torch.float32, device="cuda")
+    for _ in range(3):
+        assert float(pyreduce.sum(small)) == 499500.0
+    assert not results._TORCH_SPARES
+    n = 2 * l2 // 4 + 1000
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randint(-1000, 1000, (n,), device="cuda", generator=g, dtype=torch.int32)
+    outs, values = [], []
+    for k in range(6):
+        spare = [t for t, _ in results._TORCH_SPARES.values()]
+        y = x + k  # each call its own data: its own value
+        r = pyreduce.max(y)
+        if k >= 2:  # a repeat: the spare the call before left
+            assert len(spare) == 1 and r is spare[0]
+        outs.append(r)
+        values.append(int(y.max()))
+    assert len({t.data_ptr() for t in outs}) == len(outs)
+    assert [int(t) for t in outs] == values
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        on_side = [pyreduce.max(x + k) for k in range(4)]
+        torch.cuda.current_stream().synchronize()
+    assert [int(t) for t in on_side] == [int(x.max()) + k for k in range(4)]
+    keys = {key[1] for key in results._TORCH_SPARES}
+    assert side.cuda_stream in keys and len({t.data_ptr() for t in on_side + outs}) == 10
+
+
 def test_torch_results_stay_on_their_device():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

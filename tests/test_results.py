@@ -93,3 +93,106 @@ def test_concurrent_carving_gives_disjoint_slots():
         slots = sorted(s for got in pool.map(job, range(8)) for s in got)
     assert len({a for a, _ in slots}) == len(slots)
     assert all(a + n <= b for (a, n), (b, _) in zip(slots, slots[1:]))
+
+
+# --- PyTorch results: the spare made after a launch for the next call ---------
+
+
+class _FakeTensor:
+    """What TorchResults uses of a tensor: ``new_empty`` and ``data_ptr``. Each
+    remembers the (fake) current stream it was allocated on."""
+
+    made = 0
+
+    def __init__(self, world, shape, dtype):
+        type(self).made += 1
+        self.address = type(self).made << 12
+        self.shape, self.dtype, self.stream = shape, dtype, world["stream"]
+        self.world = world
+
+    def new_empty(self, shape, dtype):
+        if self.world.get("fail"):
+            raise RuntimeError("CUDA out of memory")
+        return _FakeTensor(self.world, shape, dtype)
+
+    def data_ptr(self):
+        return self.address
+
+
+@pytest.fixture
+def torch_world(monkeypatch):
+    from pyreduce.backends import results
+
+    world = {"stream": 7}  # the stream PyTorch allocates on, and the call names
+    monkeypatch.setitem(results._TORCH_DTYPES, np.dtype(np.float32), "f32")
+    monkeypatch.setitem(results._TORCH_DTYPES, np.dtype(np.int64), "i64")
+    monkeypatch.setattr(results, "_TORCH_SPARES", {})
+    return results, world, _FakeTensor(world, (100,), "f32")
+
+
+def _call(results, like, dtype=np.float32, shape=(), device=0, current=True):
+    """One express call's two steps, a launch between them."""
+    new = results.torch_result
+    token, address = new.reserve(shape, np.dtype(dtype), device, 0, like,
+                                 like.world["stream"] if current else None)
+    out = new.array(token, shape, np.dtype(dtype), address)
+    assert out.data_ptr() == address and out.shape == shape
+    return out
+
+
+def test_torch_results_take_the_spare_of_the_call_before(torch_world):
+    """The second call of a key returns the tensor the first made after its
+    launch; every result is a tensor of its own, allocated on the stream
+    current at the call (never one a call of another stream, dtype, shape or
+    device left)."""
+    results, world, like = torch_world
+    first = _call(results, like)
+    (spare,) = (t for t, _ in results._TORCH_SPARES.values())
+    second = _call(results, like)
+    assert second is spare and second is not first
+    outs = [first, second] + [_call(results, like) for _ in range(20)]
+    assert len({id(t) for t in outs}) == len({t.address for t in outs}) == len(outs)
+    for key in ((np.int64, ()), (np.float32, (2,))):
+        other = _call(results, like, *key)
+        assert other.dtype == results._TORCH_DTYPES[np.dtype(key[0])] and other not in outs
+    other_device = _call(results, like, device=1)
+    assert other_device not in outs
+    world["stream"] = 9
+    on_nine = [_call(results, like) for _ in range(5)]
+    assert all(t.stream == 9 for t in on_nine) and not set(map(id, on_nine)) & set(map(id, outs))
+    world["stream"] = 7
+    back = _call(results, like)
+    assert back.stream == 7 and back is not outs[-1]
+
+
+def test_torch_results_made_at_once_keep_no_spare(torch_world):
+    """Neither a result made at once nor one whose call names no current
+    stream takes or leaves a spare."""
+    results, world, like = torch_world
+    made = [results.torch_result((3,), np.dtype(np.float32), 0, 0, like) for _ in range(3)]
+    assert not results._TORCH_SPARES
+    unnamed = [_call(results, like, current=False) for _ in range(3)]
+    assert not results._TORCH_SPARES and len({id(t) for t in unnamed}) == 3
+    assert len({arr.address for arr, _ in made}) == 3
+    assert all(arr.data_ptr() == address for arr, address in made)
+
+
+def test_torch_spares_are_bounded_and_survive_a_failed_allocation(torch_world):
+    results, world, like = torch_world
+    for n in range(3 * results._TORCH_SPARES_LIMIT):
+        _call(results, like, shape=(n + 1,))
+        assert 1 <= len(results._TORCH_SPARES) <= results._TORCH_SPARES_LIMIT
+    results._TORCH_SPARES.clear()
+    token, address = results.torch_result.reserve((), np.dtype(np.float32), 0, 0, like, 7)
+    world["fail"] = True  # the spare's allocation, after the launch, fails
+    out = results.torch_result.array(token, (), np.dtype(np.float32), address)
+    assert out.data_ptr() == address and not results._TORCH_SPARES
+    world["fail"] = False
+    assert _call(results, like) is not out and len(results._TORCH_SPARES) == 1
+
+
+def test_torch_spares_go_to_one_call_each_across_threads(torch_world):
+    results, world, like = torch_world
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda _: _call(results, like), range(2000)))
+    assert len({id(t) for t in outs}) == len(outs)

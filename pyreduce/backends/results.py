@@ -126,9 +126,12 @@ class Results:
 
     __slots__ = ()
 
-    def reserve(self, shape: tuple, dtype: np.dtype, device: int, stream: int, like=None):
+    def reserve(self, shape: tuple, dtype: np.dtype, device: int, stream: int, like=None,
+                current=None):
         """``(token, address)``: memory for a result of ``shape`` and ``dtype``
-        on ``device`` for work on ``stream`` (``like``: the input array)."""
+        on ``device`` for work on ``stream`` (``like``: the input array;
+        ``current``: its library's current stream when it was read, the
+        interface's handle)."""
         raise NotImplementedError
 
     def array(self, token, shape: tuple, dtype: np.dtype, address: int):
@@ -152,7 +155,7 @@ class NumbaResults(Results):
 
     __slots__ = ()
 
-    def reserve(self, shape, dtype, device, stream, like=None):
+    def reserve(self, shape, dtype, device, stream, like=None, current=None):
         nbytes = math.prod(shape) * dtype.itemsize
         cut = NUMBA_SLABS.carve(nbytes, device)
         if cut is None:  # not small: an array of its own
@@ -188,7 +191,7 @@ class CupyResults(Results):
 
     __slots__ = ()
 
-    def reserve(self, shape, dtype, device, stream, like=None):
+    def reserve(self, shape, dtype, device, stream, like=None, current=None):
         ndarray, memory_pointer, empty = _CUPY or _cupy()
         cut = CUPY_SLABS.carve(math.prod(shape) * dtype.itemsize, device, stream)
         if cut is None:  # not small: an array of its own
@@ -205,24 +208,66 @@ class CupyResults(Results):
 
 _TORCH_DTYPES: dict = {}
 
+#: (device, PyTorch's current stream, shape, dtype) -> ``(tensor, address)``, a
+#: result tensor made after an earlier call's launch for the next call's
+#: (see :class:`TorchResults`)
+_TORCH_SPARES: dict = {}
+_TORCH_SPARES_LIMIT = 64
+
 
 class TorchResults(Results):
     """New PyTorch tensors on the device of ``like`` (the input tensor), from
-    PyTorch's caching allocator (made in :meth:`reserve`: the address comes
-    with the tensor), by ``like.new_empty``: the input's device without the
-    device object ``like.device`` makes, and fewer arguments for PyTorch to
-    parse than ``torch.empty(..., device=...)``."""
+    PyTorch's caching allocator, by ``like.new_empty``: the input's device
+    without the device object ``like.device`` makes, and fewer arguments for
+    PyTorch to parse than ``torch.empty(..., device=...)``.
+
+    PyTorch's allocator gives the address only with the tensor, so the tensor
+    of a result in two steps (:meth:`reserve`, then :meth:`array` after the
+    launch) would be made before the launch, where a ready result waits for it
+    (2 to 4 us of an H200 host's). Instead :meth:`array` makes, while the
+    kernel runs, the tensor the next call of the same shape, dtype, device and
+    current stream takes in :meth:`reserve`: a tensor of its own (no storage
+    shared with another result), allocated on the stream it is used on, as
+    ``new_empty`` at the call would. One spare of a few bytes is kept per such
+    key, at most :data:`_TORCH_SPARES_LIMIT` of them; a result made at once
+    (``maker(...)(...)``, the full path), or one whose caller does not name
+    the current stream (``current``), neither takes nor leaves one."""
 
     __slots__ = ()
 
-    def reserve(self, shape, dtype, device, stream, like=None):
-        tdt = _TORCH_DTYPES.get(dtype)
-        if tdt is None:
-            import torch
+    def reserve(self, shape, dtype, device, stream, like=None, current=None):
+        tdt = _TORCH_DTYPES.get(dtype) or _torch_dtype(dtype)
+        key = None if current is None else (device, current, shape, tdt)
+        spare = _TORCH_SPARES.pop(key, None)  # atomic: no two calls take the same one
+        if spare is None:
+            arr = like.new_empty(shape, dtype=tdt)
+            return (arr, like, key), arr.data_ptr()
+        return (spare[0], like, key), spare[1]
 
-            tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
-        arr = like.new_empty(shape, dtype=tdt)
+    def array(self, token, shape, dtype, address):
+        arr, like, key = token
+        if key is not None:
+            try:
+                spare = like.new_empty(shape, dtype=key[3])
+            except RuntimeError:  # out of memory, say: the next call makes its own
+                return arr
+            if len(_TORCH_SPARES) >= _TORCH_SPARES_LIMIT:
+                _TORCH_SPARES.clear()
+            _TORCH_SPARES[key] = (spare, spare.data_ptr())
+        return arr
+
+    def __call__(self, shape, dtype, device, stream, like=None):
+        arr = like.new_empty(shape, dtype=_torch_dtype(dtype))
         return arr, arr.data_ptr()
+
+
+def _torch_dtype(dtype: np.dtype):
+    tdt = _TORCH_DTYPES.get(dtype)
+    if tdt is None:
+        import torch
+
+        tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    return tdt
 
 
 numba_result, cupy_result, torch_result = NumbaResults(), CupyResults(), TorchResults()
