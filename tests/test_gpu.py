@@ -779,6 +779,40 @@ def test_torch_call_captured_in_a_cuda_graph():
     assert float(out) == 7.0
 
 
+def test_torch_device_result_captured_in_a_cuda_graph_past_the_l2():
+    """A tensor's device result captured into a graph comes from the capture
+    (PyTorch's pool for the graph), not from a spare made on that stream
+    before it (``pyreduce.backends.results.TorchResults``): the replay writes
+    the result the graph holds, and the spare is still there for a call after
+    the capture."""
+    torch = pytest.importorskip("torch")
+    from pyreduce.backends import results
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    x = torch.rand(2 * l2 // 4 + 1000, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # remembered, then a repeat leaves a spare on s
+            pyreduce.max(x)
+    s.synchronize()
+    before = {k: t for k, (t, _) in results._TORCH_SPARES.items() if k[1] == s.cuda_stream}
+    assert len(before) == 1
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        r = pyreduce.max(x)
+    assert all(r is not t for t in before.values())
+    x.copy_(torch.rand(x.numel(), device="cuda"))
+    x[123] = 7.0
+    graph.replay()
+    torch.cuda.synchronize()
+    assert float(r) == 7.0
+    with torch.cuda.stream(s):
+        after = pyreduce.max(x)
+    s.synchronize()
+    assert after is next(iter(before.values())) and float(after) == 7.0
+
+
 def test_torch_inputs():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

@@ -123,7 +123,9 @@ class _FakeTensor:
 def torch_world(monkeypatch):
     from pyreduce.backends import results
 
-    world = {"stream": 7}  # the stream PyTorch allocates on, and the call names
+    world = {"stream": 7, "capturing": False}  # the stream PyTorch allocates on, and
+    # the call names; whether it is being captured into a CUDA graph
+    monkeypatch.setattr(results, "_capturing", lambda: world["capturing"])
     monkeypatch.setitem(results._TORCH_DTYPES, np.dtype(np.float32), "f32")
     monkeypatch.setitem(results._TORCH_DTYPES, np.dtype(np.int64), "i64")
     monkeypatch.setattr(results, "_TORCH_SPARES", {})
@@ -196,3 +198,18 @@ def test_torch_spares_go_to_one_call_each_across_threads(torch_world):
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         outs = list(pool.map(lambda _: _call(results, like), range(2000)))
     assert len({id(t) for t in outs}) == len(outs)
+
+
+def test_torch_results_under_a_graph_capture_neither_take_nor_leave_a_spare(torch_world):
+    """A call captured into a CUDA graph gets a tensor made in the capture
+    (PyTorch's pool for the graph), never a spare made outside it, and leaves
+    none that a later call could take."""
+    results, world, like = torch_world
+    _call(results, like)
+    (outside,) = (t for t, _ in results._TORCH_SPARES.values())
+    world["capturing"] = True
+    captured = [_call(results, like) for _ in range(3)]
+    assert all(t is not outside for t in captured)
+    assert [t for t, _ in results._TORCH_SPARES.values()] == [outside]
+    world["capturing"] = False
+    assert _call(results, like) is outside

@@ -228,7 +228,8 @@ class TorchResults(Results):
     kernel runs, the tensor the next call of the same shape, dtype, device and
     current stream takes in :meth:`reserve`: a tensor of its own (no storage
     shared with another result), allocated on the stream it is used on, as
-    ``new_empty`` at the call would. One spare of a few bytes is kept per such
+    ``new_empty`` at the call would (none while the stream is captured into a
+    CUDA graph). One spare of a few bytes is kept per such
     key, at most :data:`_TORCH_SPARES_LIMIT` of them; a result made at once
     (``maker(...)(...)``, the full path), or one whose caller does not name
     the current stream (``current``), neither takes nor leaves one."""
@@ -237,7 +238,9 @@ class TorchResults(Results):
 
     def reserve(self, shape, dtype, device, stream, like=None, current=None):
         tdt = _TORCH_DTYPES.get(dtype) or _torch_dtype(dtype)
-        key = None if current is None else (device, current, shape, tdt)
+        # none while a CUDA graph is captured: a result captured there must come
+        # from the graph's own pool, which PyTorch keeps for its replays
+        key = None if current is None or _capturing() else (device, current, shape, tdt)
         spare = _TORCH_SPARES.pop(key, None)  # atomic: no two calls take the same one
         if spare is None:
             arr = like.new_empty(shape, dtype=tdt)
@@ -259,6 +262,18 @@ class TorchResults(Results):
     def __call__(self, shape, dtype, device, stream, like=None):
         arr = like.new_empty(shape, dtype=_torch_dtype(dtype))
         return arr, arr.data_ptr()
+
+
+def _capturing() -> bool:
+    """Whether PyTorch's current stream is being captured into a CUDA graph."""
+    global _capturing
+    import torch
+
+    try:  # later calls go straight to PyTorch's own
+        _capturing = torch._C._cuda_isCurrentStreamCapturing
+    except AttributeError:
+        _capturing = torch.cuda.is_current_stream_capturing
+    return _capturing()
 
 
 def _torch_dtype(dtype: np.dtype):
