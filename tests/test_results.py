@@ -118,6 +118,9 @@ class _FakeTensor:
     def data_ptr(self):
         return self.address
 
+    def get_device(self):
+        return self.world.get("device", 0)
+
 
 @pytest.fixture
 def torch_world(monkeypatch):
@@ -157,14 +160,17 @@ def test_torch_results_take_the_spare_of_the_call_before(torch_world):
     for key in ((np.int64, ()), (np.float32, (2,))):
         other = _call(results, like, *key)
         assert other.dtype == results._TORCH_DTYPES[np.dtype(key[0])] and other not in outs
-    other_device = _call(results, like, device=1)
-    assert other_device not in outs
+    world["device"] = 1  # a tensor on another device than the thread's
+    other_device = _call(results, like, device=0)
+    world["device"] = 0
+    assert other_device not in outs and other_device is not _call(results, like)
     world["stream"] = 9
     on_nine = [_call(results, like) for _ in range(5)]
     assert all(t.stream == 9 for t in on_nine) and not set(map(id, on_nine)) & set(map(id, outs))
+    left = next(t for k, (t, _) in results._TORCH_SPARES.items() if k == (0, 7, (), "f32"))
     world["stream"] = 7
     back = _call(results, like)
-    assert back.stream == 7 and back is not outs[-1]
+    assert back.stream == 7 and back is left  # the stream-7 spare outlived stream 9's calls
 
 
 def test_torch_results_made_at_once_keep_no_spare(torch_world):

@@ -47,9 +47,8 @@ class Express:
         # a result whose memory comes only with its array object (a PyTorch
         # tensor's) is made after an earlier call's launch where the kernel
         # outlasts the host's work after its own: past the L2 (on an H200 a
-        # call waited for took 4-6 us less at 64 and 128 MiB, within a
-        # microsecond at 32 MiB and 1-3 us more for small inputs;
-        # pyreduce.backends.results.TorchResults)
+        # call waited for took 3.7-4.1 us less at 64 and 128 MiB;
+        # bench/torch_results.py; pyreduce.backends.results.TorchResults)
         self.spare = bool(l2_bytes) and flat.size * flat.dtype.itemsize > l2_bytes
         self.pool = exe.pool(stream)
         # what a device result is made as: of ``shape``, cut into ``parts`` of

@@ -227,7 +227,7 @@ class TorchResults(Results):
     (2 to 4 us of an H200 host's). Instead :meth:`array` makes, while the
     kernel runs, the tensor the next call of the same shape, dtype, device and
     current stream takes in :meth:`reserve`: a tensor of its own (no storage
-    shared with another result), allocated on the stream it is used on, as
+    shared with another result), allocated on PyTorch's current stream, as
     ``new_empty`` at the call would (none while the stream is captured into a
     CUDA graph). One spare of a few bytes is kept per such
     key, at most :data:`_TORCH_SPARES_LIMIT` of them; a result made at once
@@ -240,7 +240,9 @@ class TorchResults(Results):
         tdt = _TORCH_DTYPES.get(dtype) or _torch_dtype(dtype)
         # none while a CUDA graph is captured: a result captured there must come
         # from the graph's own pool, which PyTorch keeps for its replays
-        key = None if current is None or _capturing() else (device, current, shape, tdt)
+        # the tensor's own device (the thread's may be another), as new_empty's
+        key = (None if current is None or _capturing()
+               else (like.get_device(), current, shape, tdt))
         spare = _TORCH_SPARES.pop(key, None)  # atomic: no two calls take the same one
         if spare is None:
             arr = like.new_empty(shape, dtype=tdt)
@@ -272,7 +274,8 @@ def _capturing() -> bool:
     try:  # later calls go straight to PyTorch's own
         _capturing = torch._C._cuda_isCurrentStreamCapturing
     except AttributeError:
-        _capturing = torch.cuda.is_current_stream_capturing
+        # without a way to tell, as if captured: no spares
+        _capturing = getattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     return _capturing()
 
 
