@@ -2,8 +2,10 @@
 PyTorch tensor, each waited for (``torch.cuda.synchronize``), with the result
 tensor taken from the spare the call before made after its launch (``spare``,
 pyreduce's own rule: inputs past the L2 cache) and made before the launch
-(``before``, what every call did without it), PyTorch's own call beside them,
-the three taking turns in every round (``_timing.interleaved_seconds``).
+(``before``, what every call did without it, but for the few tenths of a
+microsecond of the spare's lookup, which it still runs), PyTorch's own call
+beside them, the three taking turns in every round, always in the same cyclic
+order (``_timing.interleaved_seconds``).
 
     NUMBA_ENABLE_CUDASIM=0 python bench/torch_results.py --out torch-results.json
 

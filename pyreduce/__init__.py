@@ -79,9 +79,11 @@ def warmup(ops=None, dtypes=None, backend="auto", sizes=None, progress=True):
 def cache_clear(disk=False):
     """Forget every built kernel and compiled operator, the plans that hold them,
     the calls remembered with them (:mod:`pyreduce.callmemo`) and every other memo
-    (:data:`pyreduce.cache.MEMOS`); with ``disk=True`` also remove the disk
+    (:data:`pyreduce.cache.MEMOS`) and the spare PyTorch results their repeats
+    made; with ``disk=True`` also remove the disk
     cache's entries (what ``python -m pyreduce cache clear`` does)."""
     from . import diskcache, planner
+    from .backends import results
     from .cache import MEMOS
 
     if disk:
@@ -91,3 +93,4 @@ def cache_clear(disk=False):
     planner.clear_plans()  # and what was decided with them
     for memo in MEMOS.values():
         memo.clear()
+    results.drop_spares()  # the spare PyTorch results the remembered calls made

@@ -99,7 +99,8 @@ def test_concurrent_carving_gives_disjoint_slots():
 
 
 class _FakeTensor:
-    """What TorchResults uses of a tensor: ``new_empty`` and ``data_ptr``. Each
+    """What TorchResults uses of a tensor: ``new_empty``, ``data_ptr`` and
+    ``get_device``. Each
     remembers the (fake) current stream it was allocated on."""
 
     made = 0
@@ -219,3 +220,13 @@ def test_torch_results_under_a_graph_capture_neither_take_nor_leave_a_spare(torc
     assert [t for t, _ in results._TORCH_SPARES.values()] == [outside]
     world["capturing"] = False
     assert _call(results, like) is outside
+
+
+def test_cache_clear_lets_the_torch_spares_go(torch_world):
+    import pyreduce
+
+    results, world, like = torch_world
+    _call(results, like)
+    assert results._TORCH_SPARES
+    pyreduce.cache_clear()
+    assert not results._TORCH_SPARES

@@ -237,10 +237,10 @@ class TorchResults(Results):
     __slots__ = ()
 
     def reserve(self, shape, dtype, device, stream, like=None, current=None):
-        tdt = _TORCH_DTYPES.get(dtype) or _torch_dtype(dtype)
-        # none while a CUDA graph is captured: a result captured there must come
-        # from the graph's own pool, which PyTorch keeps for its replays
-        # the tensor's own device (the thread's may be another), as new_empty's
+        tdt = _torch_dtype_for(dtype)
+        # keyed by the tensor's own device (the thread's may be another), as
+        # new_empty allocates; none while a CUDA graph is captured: a result
+        # captured there must come from the graph's own pool, kept for replays
         key = (None if current is None or _capturing()
                else (like.get_device(), current, shape, tdt))
         spare = _TORCH_SPARES.pop(key, None)  # atomic: no two calls take the same one
@@ -253,7 +253,7 @@ class TorchResults(Results):
         arr, like, key = token
         if key is not None:
             try:
-                spare = like.new_empty(shape, dtype=key[3])
+                spare = like.new_empty(shape, dtype=key[-1])  # the key's dtype
             except RuntimeError:  # out of memory, say: the next call makes its own
                 return arr
             if len(_TORCH_SPARES) >= _TORCH_SPARES_LIMIT:
@@ -262,7 +262,7 @@ class TorchResults(Results):
         return arr
 
     def __call__(self, shape, dtype, device, stream, like=None):
-        arr = like.new_empty(shape, dtype=_torch_dtype(dtype))
+        arr = like.new_empty(shape, dtype=_torch_dtype_for(dtype))
         return arr, arr.data_ptr()
 
 
@@ -279,13 +279,21 @@ def _capturing() -> bool:
     return _capturing()
 
 
-def _torch_dtype(dtype: np.dtype):
+def _torch_dtype_for(dtype: np.dtype):
+    """PyTorch's dtype for a NumPy result ``dtype`` (the reverse of
+    :func:`pyreduce.interop`'s reading)."""
     tdt = _TORCH_DTYPES.get(dtype)
     if tdt is None:
         import torch
 
         tdt = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
     return tdt
+
+
+def drop_spares() -> None:
+    """Let go of the spare PyTorch results (:class:`TorchResults`): their memory
+    goes back to PyTorch's allocator (:func:`pyreduce.cache_clear`)."""
+    _TORCH_SPARES.clear()
 
 
 numba_result, cupy_result, torch_result = NumbaResults(), CupyResults(), TorchResults()
