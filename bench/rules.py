@@ -41,6 +41,15 @@ from _report import add_row, has_cuda, meta  # noqa: E402
 ALTERNATIVES = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_block", 512, 2, 4),
                 ("last_block", 512, 1, 2), ("warp_shuffle_x2", 512, 2, 16),
                 ("warp_shuffle", 512, 2, 8)]
+#: a commutative op's block tiles read as one run each (CUB's striped loads):
+#: on one wave and up to four, blocks of 512 and of 256 with four loads a lane,
+#: and one block tile a block (a grid of many waves), in one launch and two;
+#: and on the five blocks an SM of the per-lane rule of two-field accumulators
+#: (``planner.LANES_WAVE``)
+STRIPED = [("last_block_striped", 512, 2, 1), ("last_block_striped", 512, 2, 4),
+           ("last_block_striped", 256, 4, 1), ("last_block_striped", 256, 4, 4),
+           ("warp_shuffle_striped", 256, 4, 32), ("warp_shuffle_striped", 512, 2, 32),
+           ("last_block_striped", 256, 2, 0.625), ("last_block_striped", 256, 4, 0.625)]
 #: the half-precision sums' own: they widen into float32 (a load is 8 items)
 HALF = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_block", 512, 2, 4),
         ("last_block", 256, 2, 1), ("last_block", 256, 2, 2), ("last_block_lanes", 512, 2, 1),
@@ -52,7 +61,7 @@ DISTS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "torch")
 
 
 def alternatives(dtype: str) -> list:
-    return HALF if dtype in ("float16", "bfloat16") else ALTERNATIVES
+    return HALF if dtype in ("float16", "bfloat16") else ALTERNATIVES + STRIPED
 
 
 def _inputs(dtype: str, n: int):
@@ -121,7 +130,7 @@ def case(fn: str, dtype: str, n: int, rounds: int, calls: int) -> dict:
     contenders = {"auto": None}
     for variant, block, loads, waves in alternatives(dtype):
         items = loads * 16 // (2 if dtype == "bfloat16" else np.dtype(dtype).itemsize)
-        grid = waves * device.max_grid(block)
+        grid = int(waves * device.max_grid(block))
         contenders[f"{variant}/b{block}/i{items}/w{waves}"] = tuned.Choice(
             variant, block, items, grid, 0.0, "bench/rules.py")
     peers = {lib: _peer(lib, fn, xc, t) for lib in ("torch", "cupy")}

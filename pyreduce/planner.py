@@ -202,6 +202,9 @@ class Auto:
     #: 0: the grid fills its bound; k: about k tiles per block, on a grid of
     #: at least one wave and at most ``waves`` waves
     per_block: int = 0
+    #: the layout run instead where the input cannot be read as this one's
+    #: striped vectors (:func:`striped_fits`): not contiguous, not aligned
+    fallback: "Auto | None" = None
 
     def block_on(self, device: DeviceInfo, warp: int) -> int:
         """The block size on ``device`` with warps of ``warp`` threads."""
@@ -238,6 +241,24 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       best configuration on both GPUs. The earlier rule here (``last_block``,
       four loads per lane, up to 32 waves) lost up to 17% on the H200; on the
       H100 it had been up to 1.5% faster than this one;
+    * past the L2 cache an op that may be reordered (the built-ins) on 4- and
+      8-byte items reads each block tile as one run (``last_block_striped``:
+      the block's warps take turns tile by tile, a warp's loads are adjacent
+      vectors, as CUB's striped loads are), one launch on one wave: 4-byte
+      items in blocks of 256 with four 16-byte loads a lane, 8-byte items in
+      blocks of ``auto_block`` with two (:data:`STRIPED_LOADS`). On an H200
+      (``bench/rules.py``, calls back to back, 2026-12-04,
+      ``docs/performance/rules-striped-h200.txt`` and ``.json``; the rule above in brackets,
+      then PyTorch's and CuPy's calls): float32 sum of 2**24 20.7 us (23.2;
+      23.4, 25.2), 2**26 64.3 (65.9; 68.3, 65.7), 2**28 238.0 (238.0; 246.8,
+      237.9); int32 max of 2**24 21.1 (25.1; 23.6, 27.9), 2**26 64.3 (66.0 with
+      16 waves; 68.3, 66.4), 2**28 238.8 (243.7, 16 waves; 247.6, 240.1); float64 sum
+      of 2**24, 2**26, 2**28 35.2, 122.4, 468.8 (37.0, 123.8, 480.7; PyTorch
+      37.8, 124.4, 470.5), float64 max of 2**24 35.6 (39.3; 38.4). Inside the
+      L2 it was no faster (float32 sum of 2**22: 17.6-18.3 against 16.3), and
+      the rule there is unchanged; 1- and 2-byte items were not measured and
+      keep the ordered rule. An input that cannot be read in such vectors (not
+      contiguous, not aligned) gets the ordered rule (:func:`resolve_auto`);
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
       a tuple accumulator up to twice the L2 gets the same items per thread on
       one launch (``last_block``; float32 var's between one and two L2 sizes
@@ -272,8 +293,43 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
     block = device.auto_block if device is not None else None
     two = min(16, 2 * default_items(in_dtype))
     if l2 and nbytes > 2 * l2:
-        return Auto("warp_shuffle_x2", two, block, 32, per_block=4)
-    return Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
+        ordered = Auto("warp_shuffle_x2", two, block, 32, per_block=4)
+    else:
+        ordered = Auto("last_block", two, block, 4 if l2 and nbytes > l2 else 1)
+    if commutative and l2 and nbytes > l2 and in_dtype.itemsize in STRIPED_LOADS:
+        loads, striped_block = STRIPED_LOADS[in_dtype.itemsize]
+        return Auto("last_block_striped", loads * default_items(in_dtype),
+                    striped_block or block, 1, fallback=ordered)
+    return ordered
+
+
+#: The striped layout's 16-byte loads a lane and block (None: ``auto_block``)
+#: by the input's item size (the sizes measured; see :func:`auto_variant`).
+#: A 4-byte input's blocks of 512 with two loads took 37 registers for an
+#: int32 max (three blocks an SM, where the ordered kernel's 32 let four reside;
+#: ``explain`` on an H200); 256 threads with four loads take 32, eight blocks an
+#: SM, as CUB's 16 items of 256 threads. float64's blocks of 256 with four
+#: loads took 40 (six blocks an SM) and were slower than 512 with two.
+STRIPED_LOADS = {4: (4, 256), 8: (2, None)}
+
+
+def striped_fits(auto: Auto, in_dtype: np.dtype, align: int, device: DeviceInfo,
+                 tuning: Tuning) -> bool:
+    """Whether ``auto``'s striped loads can be issued on an input of ``in_dtype``
+    whose start is aligned to ``align`` bytes (0: not contiguous) under ``tuning``
+    (its items and vector loads, where it names them): each lane's items whole
+    vectors, more than one (``_blocks.striped_loads``)."""
+    items = tuning.items_per_thread or auto.items
+    vector = vector_width(items, in_dtype, align, device, tuning.vector_loads)
+    return vector > 1 and items % vector == 0 and items > vector
+
+
+def resolve_auto(auto: Auto, in_dtype: np.dtype, align: int, device: DeviceInfo,
+                 tuning: Tuning) -> Auto:
+    """``auto``, or its fallback where its striped loads do not fit the input."""
+    if auto.fallback is not None and not striped_fits(auto, in_dtype, align, device, tuning):
+        return auto.fallback
+    return auto
 
 
 #: The block size of a half-precision input's two-field accumulators (mean's,
@@ -568,7 +624,8 @@ def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, a
 
     auto = None
     if tuning.variant == "auto":
-        auto = auto_variant(in_dtype, acc_dtype, n, device, commutative)
+        auto = resolve_auto(auto_variant(in_dtype, acc_dtype, n, device, commutative),
+                            in_dtype, align, device, tuning)
     elif tuning.variant == "pairwise":
         auto = fixed_tree_layout(in_dtype, n, device)
     name = tuning.variant if auto is None else auto.variant

@@ -37,10 +37,10 @@ from .backends import staging
 from .backends.cpu_parallel import PARALLEL_MIN
 from .calibrate import (CPU_SAMPLE_BYTES, SAMPLE_BYTES, best_seconds, cheap_numbers, remember,
                         slope)
-from .interop import inspect
+from .interop import c_strides, inspect
 from .measure import device_seconds, wall_seconds
 from .ops import as_monoid
-from .planner import Tuning, auto_variant, default_items
+from .planner import Tuning, address_alignment, auto_variant, default_items, resolve_auto
 from .planner import recorded_tuning as lookup
 from .prepared import prepare
 from .tuned import (Choice, Key, choices, device_label, host_model, key_for, op_kind, path,
@@ -86,7 +86,11 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     base = prepare(info, monoid, None, backend, Tuning(), None).run()
     # the built-in rule's own choice first: a recorded choice is never one the
     # rule beat in the same measurement
-    auto = auto_variant(info.dtype, monoid.dtype, info.size, device, monoid.commutative)
+    fields = info.fields
+    align = 16 if fields is None else address_alignment(
+        fields.ptr, fields.byte_strides() == c_strides(fields.shape, fields.dtype.itemsize))
+    auto = resolve_auto(auto_variant(info.dtype, monoid.dtype, info.size, device,
+                                     monoid.commutative), info.dtype, align, device, Tuning())
     block = auto.block_on(device, device.warp)
     tiles = -(-info.size // (block * auto.items))
     tunings = [Tuning(variant=auto.variant, block_size=block, items_per_thread=auto.items,

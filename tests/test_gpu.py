@@ -75,7 +75,9 @@ def test_large_non_commutative(variant, tuning):
 def test_auto_kernels_in_and_past_the_l2_cache(dt):
     """``variant="auto"`` changes its items per thread and grid with the input's
     size against the L2 cache: order-sensitive ops and the maximum stay right in
-    every band, from views that start 0-3 elements into an allocation."""
+    every band, from views that start 0-3 elements into an allocation, and so
+    do the built-ins' sums and maxima, striped past the L2 where aligned (4-
+    and 8-byte items)."""
     from pyreduce import backends
 
     cuda = cuda_module()
@@ -102,6 +104,14 @@ def test_auto_kernels_in_and_past_the_l2_cache(dt):
             assert e.result == x[nz[-1]], (nbytes, offset)
             assert pyreduce.reduce(d, first_nonzero, backend="cuda") == x[nz[0]]
             assert pyreduce.max(d, backend="cuda") == x.max()
+            # a built-in past the L2 reads block tiles as runs where its
+            # vectors fit (the allocation's start), the ordered layout elsewhere
+            b = pyreduce.explain(d, "add", dtype=np.int64, backend="cuda")
+            assert b.result == x.sum(dtype=np.int64), (nbytes, offset)
+            m = pyreduce.explain(d, "max", backend="cuda")
+            striped = nbytes > device.l2_bytes and offset == 0 and dt.itemsize >= 4
+            assert (m.plan.spec.variant == "last_block_striped") == striped, (nbytes, offset)
+            assert m.result == x.max()
     assert np.array_equal(whole.copy_to_host(), host)
 
 

@@ -31,13 +31,14 @@ SIZES = sorted({10**k for k in range(3, 9)} | {2 * 10**7, 5 * 10**7, 3 * 10**5, 
 
 
 def kernels_built(device, in_dtype, acc_dtype, op_key, sizes, extra_partials=0,
-                  **tuning) -> set:
+                  commutative=False, **tuning) -> set:
     """The kernel specs a program reducing each of ``sizes`` elements launches
-    (``extra_partials``: 1 with an initial value)."""
+    (``extra_partials``: 1 with an initial value; ``commutative``: the op's
+    ``Monoid.commutative``)."""
     specs = set()
     for n in sizes:
         plan = make_plan(n, np.dtype(in_dtype), np.dtype(acc_dtype), op_key, device,
-                         Tuning(**tuning), extra_partials, align=16)
+                         Tuning(**tuning), extra_partials, align=16, commutative=commutative)
         specs |= {step.spec for step in schedule(plan).steps}
     return specs
 
@@ -51,8 +52,9 @@ def test_a_size_sweep_builds_at_most_two_kernels(gpu, op, dtype):
     if op in ("max", "min") and dt.kind == "c":
         return  # no order on complex numbers
     acc = sum_dtype(dt) if op in ("add", "mul") else default_accumulator(dt)
-    key = as_monoid(last_nonzero if op == "user" else op, acc).key
-    specs = kernels_built(GPUS[gpu], dt, acc, key, SIZES)
+    monoid = as_monoid(last_nonzero if op == "user" else op, acc)
+    specs = kernels_built(GPUS[gpu], dt, acc, monoid.key, SIZES,
+                          commutative=monoid.commutative)
     assert 1 <= len(specs) <= 2, sorted(s.label for s in specs)
 
 

@@ -92,6 +92,36 @@ def test_every_edge_with_initial_and_device_input(gpu_backend, variant):
             assert np.array_equal(d.copy_to_host(), x)
 
 
+STRIPED = [name for name in REORDERING if pyreduce.variants[name].options.striped]
+
+
+@pytest.mark.parametrize("variant", STRIPED)
+def test_striped_loads_of_float32_summaries(gpu_backend, variant):
+    """The striped variants spread a lane's vectors over its warp's tile where
+    a float32 summary does not number its items (mean's sums, var's moments),
+    and their fallbacks read the same elements: means and variances against
+    float64 NumPy, an infinity and a NaN, and squares under float32's normal
+    range (var's element-by-element fallback), around tile edges."""
+    rng = np.random.default_rng(11)
+    block = 64 if gpu_backend == "sim" else 256
+    tuning = Tuning(variant=variant, block_size=block, items_per_thread=8, max_blocks=3)
+    tile = block * 8
+    for n in (100, tile + 33, 3 * tile, 5 * tile - 7):
+        kw = dict(backend=gpu_backend, tuning=tuning)
+        x = (rng.standard_normal(n) * 3 + 1000).astype(np.float32)
+        h = x.astype(np.float64)
+        assert abs(pyreduce.mean(x, **kw) - h.mean()) <= 1e-6 * 1000, n
+        assert abs(pyreduce.var(x, ddof=1, **kw) - h.var(ddof=1)) <= 1e-4 * h.var(), n
+        y = x.copy()
+        y[rng.integers(0, n)] = np.inf
+        assert pyreduce.mean(y, **kw) == np.inf
+        y[rng.integers(0, n)] = np.nan
+        assert np.isnan(pyreduce.var(y, **kw))
+        tiny = rng.standard_normal(n).astype(np.float32) * np.float32(1e-17)
+        want = tiny.astype(np.float64).var()
+        assert abs(pyreduce.var(tiny, **kw) - want) <= 1e-5 * want, n
+
+
 @pytest.mark.parametrize("variant", REORDERING)
 def test_every_edge_of_a_reordering_variant(gpu_backend, variant):
     """A variant that reorders (commutative built-ins only) still combines every
@@ -403,6 +433,42 @@ def test_auto_streams_two_pass_past_twice_the_l2_cache(dt):
     assert plan.grid <= H100.max_grid(H100.default_block)
 
 
+@pytest.mark.parametrize("dt", [np.int16, np.float32, np.int32, np.float64],
+                         ids=lambda t: np.dtype(t).name)
+def test_auto_reads_block_tiles_as_runs_past_the_l2_for_ops_that_may_be_reordered(dt):
+    """A commutative op (a built-in) of 4- or 8-byte items past the L2 runs
+    ``last_block_striped`` on one wave: 4-byte items in blocks of 256 with four
+    16-byte loads a lane, 8-byte items in the device's blocks with two. Inside
+    the L2, for an op that keeps its order, for other item sizes and for an
+    input its vectors do not fit (not aligned, not contiguous, or a tuning's
+    items that are one vector): the ordered rule."""
+    dt = np.dtype(dt)
+    l2 = H100_L2.l2_bytes
+    block, loads = {4: (256, 4), 8: (512, 2)}.get(dt.itemsize, (None, None))
+    for nbytes in (l2 + 4096, 2 * l2, 3 * l2, 400 * l2):
+        n = nbytes // dt.itemsize
+        ordered = make_plan(n, dt, dt, "add", H100_L2, align=16)
+        plan = make_plan(n, dt, dt, "add", H100_L2, align=16, commutative=True)
+        spec = plan.spec
+        if block is None:  # not measured: the ordered rule
+            assert plan == ordered, nbytes
+            continue
+        assert (plan.layout, spec.variant, spec.block, spec.items) == (
+            "single_pass", "last_block_striped", block, loads * 16 // dt.itemsize), nbytes
+        assert spec.vector * dt.itemsize == 16 and plan.finish is None
+        bound = min(-(-n // spec.tile), H100_L2.max_grid(block))
+        assert bound // 2 < plan.grid <= bound, nbytes
+        assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
+        for align in (0, dt.itemsize):  # strided, or aligned to one element only
+            other = make_plan(n, dt, dt, "add", H100_L2, align=align, commutative=True)
+            assert other.spec.variant == ordered.spec.variant != "last_block_striped"
+        one = Tuning(items_per_thread=16 // dt.itemsize)  # items of one vector
+        assert make_plan(n, dt, dt, "add", H100_L2, one, align=16,
+                         commutative=True).spec.variant == ordered.spec.variant
+    inside = make_plan(l2 // dt.itemsize, dt, dt, "add", H100_L2, align=16, commutative=True)
+    assert inside.spec.variant == "last_block"
+
+
 def test_auto_grid_of_tiles_per_block_lies_between_one_wave_and_its_waves():
     from pyreduce.planner import Auto
 
@@ -684,10 +750,13 @@ def test_variant_registry():
         assert v.layout in LAYOUTS
         assert v.default_items is None or v.default_items in ITEMS_PER_THREAD
         assert v.default_items is None or v.default_items % v.items_multiple == 0
-    # two reorder (docs/semantics.md): the single and two passes with lane accumulators
-    assert REORDERING == ["last_block_lanes", "warp_shuffle_lanes"]
-    assert pyreduce.variants["last_block_lanes"].layout == "single_pass"
-    assert pyreduce.variants["warp_shuffle_lanes"].layout == "two_pass"
+    # four reorder (docs/semantics.md): the single and two passes with lane
+    # accumulators, and with striped block tiles
+    assert REORDERING == ["last_block_lanes", "last_block_striped", "warp_shuffle_striped",
+                          "warp_shuffle_lanes"]
+    for name in REORDERING:
+        assert pyreduce.variants[name].layout == (
+            "single_pass" if name.startswith("last_block") else "two_pass")
 
 
 def test_reordering_variant_refuses_user_ops():

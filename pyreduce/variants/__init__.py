@@ -106,6 +106,15 @@ VARIANTS = {
                 warp_shuffle.Options(last_block=True, lanes=True), "single_pass", None,
                 "single pass, each lane accumulating across warp tiles and one shuffle "
                 "reduction per warp (reorders: commutative ops only)", commutative_only=True),
+        Variant("last_block_striped", None, warp_shuffle,
+                warp_shuffle.Options(last_block=True, lanes=True, striped=True), "single_pass",
+                None, "single pass, each block reading a block tile at a time as one run, its "
+                "warps taking turns and each lane accumulating vectors spread over the warp's "
+                "tiles (reorders: commutative ops only)", commutative_only=True),
+        Variant("warp_shuffle_striped", None, warp_shuffle,
+                warp_shuffle.Options(lanes=True, striped=True), "two_pass", None,
+                "two-pass, the loads of last_block_striped (reorders: commutative ops only)",
+                commutative_only=True),
         _warp("warp_shuffle_x2", None, "two-pass warp shuffles loading two warp tiles "
               "per iteration before reducing them", None, "two_pass", tiles=2),
         _warp("warp_shuffle_x4", None, "the same with four warp tiles per iteration",

@@ -296,15 +296,17 @@ def block_range(dialect) -> str:
 
 
 def load_items(
-    dst: str, first: str, src: str, count: int, width: int = 1, at=None,
+    dst: str, first: str, src: str, count: int, width: int = 1, at=None, spread: int = 0,
 ) -> tuple[list[str], list[str]]:
     """``(lines, items)``: the lines loading ``src[first : first + count]`` and the
     expression of each item. With ``width > 1`` the items are read ``width`` at a
     time with ``vloadN`` into tuples ``{dst}_{k}`` (``first`` must then be a
     multiple of ``width``, and ``src`` aligned: only the kernel input qualifies);
-    otherwise each item is its own load, ``at(index)`` (default ``src[index]``)."""
+    otherwise each item is its own load, ``at(index)`` (default ``src[index]``).
+    ``spread``: the vectors are that many elements apart instead of adjacent
+    (:func:`item_offsets`)."""
     width = min(width, count)
-    index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
+    index = [_offset(first, k) for k in item_offsets(count, width, spread)]
     if width > 1:
         loads = [f"{dst}_{k} = vload{width}({src}, {index[k]})" for k in range(0, count, width)]
         return loads, [f"{dst}_{k - k % width}[{k % width}]" for k in range(count)]
@@ -312,9 +314,23 @@ def load_items(
     return [], [at(i) for i in index]
 
 
+def item_offsets(count: int, width: int, spread: int = 0) -> list[int]:
+    """The offsets from a lane's first item of its ``count`` items, read
+    ``width`` at a time: adjacent, or (``spread``) each vector ``spread``
+    elements after the one before it."""
+    if not spread or width <= 1:
+        return list(range(count))
+    return [k // width * spread + k % width for k in range(count)]
+
+
+def _offset(first: str, k: int) -> str:
+    return f"{first}{f' + {k}' if k else ''}"
+
+
 def fold_items(
     spec: KernelSpec, dst: str, first: str, end: str | None, src: str = "x",
     count: int | None = None, vector: int = 1, accs: bool = False, at=None, position=None,
+    spread: int = 0,
 ) -> str:
     """Fold ``src[first : first + count]`` (``count`` defaults to the spec's items)
     in order into ``dst``.
@@ -331,23 +347,34 @@ def fold_items(
     loading that element, for inputs not addressed as ``src[index]`` (a strided
     row); ``position`` maps it to the element map's index (default: the index
     itself), for inputs whose elements are not numbered from ``src[0]``.
+    ``spread`` (vector loads only, for an op that may be reordered): the
+    vectors are that many elements apart (:func:`item_offsets`), and a float32
+    summary's fallback reads them there (summaries that do not number their
+    items only: :func:`spread_summary`).
     """
     count = spec.items if count is None else count
     width = min(vector, count) if end is None and not accs and at is None else 1
+    if spread and (width <= 1 or not spread_summary(spec)):
+        raise ValueError("spread items need vector loads of elements, summarised in float32 "
+                         "only where the summary does not number them")
 
     def item(index):
         return element(spec, src, index, at and at(index), accs, position and position(index))
 
     def kth(k):  # the k-th item's accumulator (k None: the first)
-        return item(first if k is None else f"{first} + {k}")
+        if k is None:
+            return item(first)
+        if spread:
+            return item(f"{first} + {k} // {width} * {spread} + {k} % {width}")
+        return item(f"{first} + {k}")
 
     if width > 1:
-        loads, values = load_items(dst, first, src, count, width)
+        loads, values = load_items(dst, first, src, count, width, spread=spread)
         if spec.f32_tiles:
             start = position(first) if position else first
             return "\n".join(loads + tile_summary(spec, dst, values,
                                                    fold_loop(dst, count, kth), start))
-        index = [f"{first}{f' + {k}' if k else ''}" for k in range(count)]
+        index = [_offset(first, k) for k in item_offsets(count, width, spread)]
         items = [element(spec, src, index[k], values[k], accs, position and position(index[k]))
                  for k in range(count)]
         return "\n".join(loads + chain(dst, items))
@@ -419,38 +446,45 @@ def _multi_tile(spec, dialect, src: str, tiles: int, vector: int, at, accs: bool
 
 
 def _tile_loop(spec, src: str, vector: int, at, accs: bool, reduce: str = "",
-               multi: str = "", position=None, width: int | None = None) -> str:
+               multi: str = "", position=None, width: int | None = None,
+               striped: bool = False) -> str:
     """The loop over a warp's (group's) full tiles from ``start`` (after
     ``multi``, a loop over several tiles at a time): each lane folds its items
     into ``v``, ``reduce`` (if any) combines the lanes, and ``v`` is folded into
-    ``acc``; ``have`` says whether it was."""
+    ``acc``; ``have`` says whether it was. ``striped`` (an op that may be
+    reordered, :func:`striped_loads`): lane ``l`` reads vectors ``l``,
+    ``l + warp``, ... of the tile, so that each load of the warp reads
+    ``warp`` adjacent vectors, not every other half of twice as many sectors,
+    and the block's warps take turns, tile by tile (:func:`block_fold`)."""
     w, i = width or spec.warp, spec.items
+    first, spread = (vector, w * vector) if striped else (i, 0)
+    step = spec.warps * w * i if striped else w * i
     return render(
         """
         acc = ${zero}
         have = False
         base = start${multi}
         while base + ${WTILE} <= end:
-            i = base + lane * ${I}
+            i = base + lane * ${FIRST}
         ${fold_full}${reduce}
             if have:
                 acc = ${combine_acc}
             else:
                 acc = v
             have = True
-            base += ${WTILE}
+            base += ${STEP}
         """,
-        I=i, WTILE=w * i, combine_acc=combine("acc", "v"), zero=zero(spec),
+        FIRST=first, WTILE=w * i, STEP=step, combine_acc=combine("acc", "v"), zero=zero(spec),
         multi="\n" + multi.strip("\n") if multi else "",
         fold_full=snippet(fold_items(spec, "v", "i", None, src, vector=vector, accs=accs,
-                                     at=at, position=position), 1),
+                                     at=at, position=position, spread=spread), 1),
         reduce="\n" + snippet(reduce, 1) if reduce else "",
     )
 
 
 def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
               at=None, accs: bool = False, lanes: bool = False, position=None,
-              width: int | None = None) -> str:
+              width: int | None = None, striped: bool = False) -> str:
     """One warp's ordered fold of ``src[start:end]`` (locals ``start``, ``end``,
     ``lane``) in warp tiles of ``warp * items``: each lane folds its neighbouring
     items, the warp combines its lanes with shuffles, and lane 0 folds the tile
@@ -464,10 +498,11 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
     shuffles name their own lanes: :func:`warp_reduce`).
 
     ``lanes``: for commutative ops only (:func:`lane_fold`), each lane keeps its
-    own accumulator across tiles and the warp combines its lanes once, at the end.
+    own accumulator across tiles and the warp combines its lanes once, at the end;
+    ``striped`` then spreads a lane's vectors over the tile (:func:`striped_loads`).
     """
     if lanes:
-        return lane_fold(spec, dialect, src, vector, at, accs, position)
+        return lane_fold(spec, dialect, src, vector, at, accs, position, striped)
     i = spec.items
     return render(
         """
@@ -497,18 +532,37 @@ def warp_fold(spec, dialect, src: str = "x", tiles: int = 1, vector: int = 1,
     )
 
 
+def spread_summary(spec: KernelSpec) -> bool:
+    """Whether a lane's items may be spread over its warp's tile: they are not
+    summarised as a float32 run, or the summary does not number them (mean's
+    sum, var's moments; argmax's :func:`tile_arg` numbers them one after
+    another)."""
+    return not spec.f32_tiles or F32_TILES[spec.op_key] in ("sums", "moments")
+
+
+def striped_loads(spec: KernelSpec, vector: int, at=None, accs: bool = False) -> bool:
+    """Whether a lane's full-tile items can be read as vectors spread over the
+    warp tile (lane ``l``'s ``k``-th vector the tile's ``l + k * warp``-th):
+    vector loads of elements (not partials, not a strided row) whose items are
+    whole vectors, more than one, and summarised as a float32 run only where
+    :func:`spread_summary` allows."""
+    return (vector > 1 and at is None and not accs and spread_summary(spec)
+            and spec.items % vector == 0 and spec.items > vector)
+
+
 def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
-              accs: bool = False, position=None) -> str:
+              accs: bool = False, position=None, striped: bool = False) -> str:
     """A warp's fold of ``src[start:end]`` into ``acc`` of lane 0 that *reorders*
     elements, for commutative ops: lane ``l`` folds items ``l*items ...`` of every
     warp tile into its own accumulator, and the warp combines its 32 (or 64)
     accumulators with one shuffle reduction after the last tile, where the ordered
     :func:`warp_fold` shuffles once per tile. Fewer instructions per element, and
     no shuffle chain between one tile's loads and the next's. With vector loads
-    the tail after the last full tile is read in vectors too (:func:`_vector_tail`)."""
+    the tail after the last full tile is read in vectors too (:func:`_vector_tail`),
+    and with ``striped`` so are the full tiles, where :func:`striped_loads` allows."""
     w, i = spec.warp, spec.items
     if vector > 1 and at is None and not accs:
-        return _vector_tail(spec, dialect, src, vector, position)
+        return _vector_tail(spec, dialect, src, vector, position, striped)
     return render(
         """
         ${tiles}
@@ -535,7 +589,7 @@ def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
     )
 
 
-def _vector_tail(spec, dialect, src: str, vector: int, position) -> str:
+def _vector_tail(spec, dialect, src: str, vector: int, position, striped: bool = False) -> str:
     """:func:`lane_fold` whose tail (fewer elements than a tile, from ``base``)
     is read ``vector`` at a time, the warp's vectors adjacent (lane ``l`` takes
     vectors ``l``, ``l + warp``, ...), the last ``(end - base) % vector``
@@ -575,7 +629,8 @@ def _vector_tail(spec, dialect, src: str, vector: int, position) -> str:
         ${reduce}
         """,
         W=w, V=vec, V1=vec - 1, WV=w * vec, ROUNDS=-(-i // vec),
-        tiles=_tile_loop(spec, src, vec, None, False, position=position).strip("\n"),
+        tiles=_tile_loop(spec, src, vec, None, False, position=position,
+                         striped=striped).strip("\n"),
         fold_vector=snippet(into_acc(fold_items(
             spec, "v", "j", None, src, count=vec, vector=vec, position=position)), 3),
         fold_rest=snippet(into_acc(fold_items(
@@ -587,19 +642,34 @@ def _vector_tail(spec, dialect, src: str, vector: int, position) -> str:
 def block_fold(
     spec, dialect, src: str, n: str, bstart: str, chunk: str, tiles: int = 1,
     vector: int = 1, at=None, accs: bool = False, lanes: bool = False, position=None,
+    striped: bool = False,
 ) -> str:
     """Code leaving the ordered fold of ``src[bstart : bstart + chunk]`` (clipped at
     ``n``, never empty) in ``v`` of thread 0. ``chunk`` is a multiple of the tile,
     so each warp owns a contiguous slice of whole warp tiles (:func:`warp_fold`);
     the warps' results meet in shared memory and warp 0 reduces them in warp
     order. Uses locals ``tid``, ``lane``, ``warp``, ``partials`` (shared, one slot
-    per warp); every thread of the block must run it (it has a barrier)."""
-    return render(
-        """
-        bend = min(${bstart} + ${chunk}, ${n})
+    per warp); every thread of the block must run it (it has a barrier).
+
+    ``striped`` (with ``lanes``, where :func:`striped_loads` allows; else
+    ignored): the block reads its range a block tile at a time, as one
+    contiguous run, warp ``w`` taking the ``w``-th warp tile of each and each
+    lane vectors spread over it; the order of the elements is lost."""
+    striped = striped and lanes and striped_loads(spec, vector, at, accs)
+    if striped:  # the warps take turns, warp tile by warp tile
+        wtile = spec.warp * spec.items
+        layout = f"""
+        wchunk = {wtile}
+        start = ${{bstart}} + warp * {wtile}
+        end = bend"""
+    else:
+        layout = """
         wchunk = ${chunk} // ${NW}
         start = ${bstart} + warp * wchunk
-        end = min(start + wchunk, bend)
+        end = min(start + wchunk, bend)"""
+    return render(
+        """
+        bend = min(${bstart} + ${chunk}, ${n})""" + layout + """
         ${fold}
         if lane == 0:
         ${store_partial}
@@ -616,7 +686,7 @@ def block_fold(
         store_partial=snippet(store(spec, "partials", "warp", "acc", shared=True), 1),
         load_partial=shared_load(spec, "partials", "lane"),
         fold=warp_fold(spec, dialect, src, tiles, vector, at, accs, lanes,
-                       position).strip("\n"),
+                       position, striped=striped).strip("\n"),
         sync=dialect.syncthreads(),
         reduce_warps=snippet(
             "if warp == 0:\n" + snippet(warp_reduce(spec, dialect, "v", "lane", "used"), 1), 0

@@ -42,6 +42,10 @@ class Options:
     #: each lane accumulates its own items across tiles, combined once at the end:
     #: reorders elements, so commutative ops only (``_blocks.lane_fold``)
     lanes: bool = False
+    #: with ``lanes``: the block reads each block tile as one run, its warps
+    #: taking turns and each warp's loads adjacent vectors
+    #: (``_blocks.block_fold``), as CUB's striped loads do
+    striped: bool = False
 
 
 def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) -> str:
@@ -63,7 +67,7 @@ def build(spec: KernelSpec, dialect, name: str, options: Options = Options()) ->
         shared=snippet(shared_decl(spec, dialect, "partials", spec.warps), 1),
         body=snippet(block_fold(spec, dialect, "x", "n", f"{dialect.block_idx()} * chunk",
                                 "chunk", options.tiles, spec.vector, accs=spec.finish,
-                                lanes=options.lanes), 1),
+                                lanes=options.lanes, striped=options.striped), 1),
     )
     head = prelude(spec, dialect) + head
     if not options.last_block:

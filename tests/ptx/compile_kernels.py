@@ -13,7 +13,8 @@ not a GPU or a driver. **Nothing runs.**
 What it compiles:
 
 * every 1-D variant of :data:`pyreduce.variants.VARIANTS` for float32 ``add``,
-  a float64 user lambda and float32 ``argmax`` (a record accumulator);
+  a float64 user lambda and float32 ``argmax`` (a record accumulator), and
+  the striped variants' vector loads for the cases of :data:`STRIPED`;
 * the batched kernels of every group and source
   (``tests/amdgcn/compile_batched.py``'s kinds: thread, lanes, warp, block, a
   split pass and its finishing pass, staged rows, strided rows, columns) for
@@ -54,6 +55,9 @@ VARIANT_CASES = (
     ("c16 add into f8", "complex128", "add:float64"),  # the real parts, as loaded
 )
 
+#: the striped variants' 1-D kernels with their vector loads, as the planner
+#: lays them out (4-byte items: 16 a lane, 8-byte: 4), an element map among them
+STRIPED = (("float32", "add"), ("int32", "max"), ("float64", "nansum"))
 #: the structured reductions whose rows kernels finish their outputs, by input
 #: dtype (a record of two float64, of four, of a value and an int64 index);
 #: ``op:dtype``, finished in a ``dtype=`` (a real result made complex too)
@@ -90,6 +94,8 @@ def _monoid(dtype: str, op: str):
         return structured.argmax_monoid(dt)
     if op.startswith("lambda"):
         return as_monoid(eval(op), dt)  # noqa: S307
+    if op == "nansum":  # an element map (NaN to zero) before a built-in add
+        return structured.nansum_monoid(dt)
     name, _, result = op.partition(":")
     if name in ("mean", "var", "std"):
         return structured.moments_monoid(dt, name, ddof=1 if name != "mean" else 0,
@@ -120,7 +126,7 @@ def jobs():
     import compile_batched
     import compile_variants  # the 1-D kernels' signature, as the AMDGCN check gives it
     from pyreduce.backends.numba_cuda import CudaBackend
-    from pyreduce.planner import DeviceInfo, default_items
+    from pyreduce.planner import STRIPED_LOADS, DeviceInfo, default_items
     from pyreduce.spec import KernelSpec, column_runs
     from pyreduce.variants import VARIANTS, tree
 
@@ -135,6 +141,18 @@ def jobs():
             spec = KernelSpec(name, np.dtype(dtype), monoid.dtype, monoid.key, BLOCK, WARP,
                               items, mapped=monoid.map is not None)
             yield (f"variant {name} {label}",
+                   lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
+                   compile_variants._signature(spec, v.layout == "single_pass"))
+    for dtype, op in STRIPED:  # the vector loads spread over a warp's tile
+        monoid, dt = _monoid(dtype, op), np.dtype(dtype)
+        for name, v in VARIANTS.items():
+            if not getattr(v.options, "striped", False):
+                continue
+            loads = STRIPED_LOADS[dt.itemsize][0]
+            spec = KernelSpec(name, dt, monoid.dtype, monoid.key, BLOCK, WARP,
+                              loads * default_items(dt), 16 // dt.itemsize,
+                              mapped=monoid.map is not None)
+            yield (f"striped variant {name} {dtype} {op}",
                    lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
                    compile_variants._signature(spec, v.layout == "single_pass"))
     for dtype, op in TILED:  # 1-D first passes that summarise runs in float32
