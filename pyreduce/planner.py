@@ -620,7 +620,13 @@ def recorded_tuning(device, in_dtype, acc_dtype, op_key, n: int) -> Tuning | Non
 def _make_plan(n, in_dtype, acc_dtype, op_key, device, tuning, extra_partials, align,
                commutative=False) -> Plan:
     if tuning == _UNTUNED:  # nothing chosen by hand: a measured choice, if recorded
-        tuning = recorded_tuning(device, in_dtype, acc_dtype, op_key, n) or tuning
+        recorded = recorded_tuning(device, in_dtype, acc_dtype, op_key, n)
+        # a choice that reorders, only for an op that may be reordered: the
+        # store files a built-in with an element map (a commutative nansum)
+        # under the same op kind as a user's operator (tuned.op_kind)
+        if recorded is not None and (commutative
+                                     or not VARIANTS[recorded.variant].commutative_only):
+            tuning = recorded
 
     auto = None
     if tuning.variant == "auto":

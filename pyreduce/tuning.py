@@ -67,6 +67,21 @@ CANDIDATES = (
 )
 
 
+def _alignment(info) -> int:
+    """The alignment of the flat view a call of ``info`` reduces
+    (:func:`pyreduce.planner.address_alignment`): the input's own where it is
+    read in place (contiguous, or 1-D at any stride: 0 if strided), 16 where
+    it is copied first (a host input's pinned buffers, another N-D layout's
+    gather into a fresh allocation)."""
+    fields = info.fields
+    if fields is None:
+        return 16
+    contiguous = fields.byte_strides() == c_strides(fields.shape, fields.dtype.itemsize)
+    if contiguous or len(fields.shape) <= 1:
+        return address_alignment(fields.ptr, contiguous)
+    return 16
+
+
 def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, reps: int = 10,
          timer=None, save: bool = True) -> Choice:
     """Time ``reduce(x, op, dtype=dtype)`` with each candidate configuration, record
@@ -86,11 +101,9 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
     base = prepare(info, monoid, None, backend, Tuning(), None).run()
     # the built-in rule's own choice first: a recorded choice is never one the
     # rule beat in the same measurement
-    fields = info.fields
-    align = 16 if fields is None else address_alignment(
-        fields.ptr, fields.byte_strides() == c_strides(fields.shape, fields.dtype.itemsize))
     auto = resolve_auto(auto_variant(info.dtype, monoid.dtype, info.size, device,
-                                     monoid.commutative), info.dtype, align, device, Tuning())
+                                     monoid.commutative), info.dtype, _alignment(info),
+                        device, Tuning())
     block = auto.block_on(device, device.warp)
     tiles = -(-info.size // (block * auto.items))
     tunings = [Tuning(variant=auto.variant, block_size=block, items_per_thread=auto.items,

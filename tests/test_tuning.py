@@ -144,3 +144,59 @@ def test_candidates_are_checked_against_the_default():
     assert not tuning._agrees(np.float32(1.0), np.float32(1.1), np.dtype(np.float32), 10)
     assert tuning._agrees(np.float64(np.nan), np.float64(np.nan), np.dtype(np.float64), 1)
     assert not tuning._agrees(np.int64(3), np.int64(4), np.dtype(np.int64), 10)
+
+
+def test_a_recorded_choice_that_reorders_serves_only_ops_that_may_be_reordered(tuning_file):
+    """The store files a built-in with an element map (``nansum``'s, commutative)
+    under the op kind of a user's operator: a reordering choice recorded for the
+    one is taken for it, and the user's operator keeps an ordered plan (where it
+    would raise: a reordering variant refuses it); an ordered choice serves both."""
+    from pyreduce import planner, structured
+    from pyreduce.occupancy import SMLimits
+    from pyreduce.ops import as_monoid
+
+    device = planner.DeviceInfo("H200", ("cuda", 0, (9, 0)), 132, 2048, 32, 32,
+                                limits=SMLimits(), vector_bytes=16, l2_bytes=60 << 20,
+                                auto_block=512)
+    f4, n = np.dtype(np.float32), 2**20
+    user = as_monoid(lambda a, b: a + b, f4)
+    nansum = structured.nansum_monoid(f4)
+    assert tuned.op_kind(user.key) == tuned.op_kind(nansum.key) == "user"
+    assert nansum.commutative and not user.commutative
+
+    def variant(monoid):
+        planner.clear_plans()
+        return planner.make_plan(n, f4, monoid.dtype, monoid.key, device, align=16,
+                                 commutative=monoid.commutative).spec.variant
+
+    ordered = variant(user)
+    key = tuned.key_for(device, f4, f4, user.key, n)
+    tuned.record(key, tuned.Choice("last_block_striped", 256, 16, 132, 1.0, "test"))
+    assert variant(nansum) == "last_block_striped"
+    assert variant(user) == ordered != "last_block_striped"
+    tuned.record(key, tuned.Choice("warp_shuffle", 256, 8, 132, 1.0, "test"))
+    assert variant(nansum) == variant(user) == "warp_shuffle"
+
+
+def test_the_rules_own_choice_is_planned_for_the_view_the_call_reduces():
+    """The autotuner times the rule's own layout for the alignment of the flat
+    view the call reduces: the input's where it is read in place (a strided 1-D
+    view has none), 16 bytes where the call copies it first (a host input, a
+    non-contiguous N-D layout, which is gathered)."""
+    from types import SimpleNamespace
+
+    from pyreduce.interop import DeviceFields
+
+    f4 = np.dtype(np.float32)
+
+    def align(ptr, shape, strides):
+        return tuning._alignment(SimpleNamespace(fields=DeviceFields(ptr, shape, strides,
+                                                                     f4, None)))
+
+    assert align(4096, (8, 8), None) == 16
+    assert align(4096, (8, 8), (32, 4)) == 16  # strides spelled out, still C order
+    assert align(4100, (64,), None) == 4
+    assert align(4096, (64,), (8,)) == 0  # every other element, read in place
+    assert align(4096, (64,), (-4,)) == 0
+    assert align(4100, (8, 8), (4, 32)) == 16  # a transpose: gathered into a new buffer
+    assert tuning._alignment(SimpleNamespace(fields=None)) == 16
