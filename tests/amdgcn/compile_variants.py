@@ -79,12 +79,13 @@ CASES = (
     ("i64 lambda", "int64", "lambda a, b: b if b != 0 else a"),
 )
 
-#: variants whose values travel between lanes with shuffles
-SHUFFLE_VARIANTS = {
-    "shuffle_tail", "warp_reduce", "items_per_thread", "warp_shuffle", "last_block",
-    "warp_shuffle_x2", "warp_shuffle_x4", "pairwise", "last_block_lanes", "last_block_x2",
-    "warp_shuffle_lanes",
-}
+def shuffles(variant) -> bool:
+    """Whether a 1-D variant's values travel between lanes with shuffles: the
+    warp-shuffle and pairwise factories' kernels, and the tree's with a shuffle
+    tail (``shuffle_tail``)."""
+    factory = variant.factory.__name__.rsplit(".", 1)[-1]
+    return factory in ("warp_shuffle", "pairwise") or getattr(variant.options, "tail",
+                                                              None) == "shuffle"
 
 _FIELDS = {
     "wavefront_size": r"\.wavefront_size:\s+(\d+)",
@@ -186,9 +187,9 @@ def source_checks(src: str, warp: int, variant) -> list[str]:
 
 def expect_1d(variant) -> dict:
     """What a 1-D variant's assembly must show (see :func:`check`): the
-    single-pass ones (``last_block``, ``last_block_lanes``, ``pairwise``) draw
-    their ticket with a global atomic, and no other kernel has one."""
-    return dict(cross_lane=variant.name in SHUFFLE_VARIANTS, barrier=True,
+    single-pass ones (``last_block`` and its kin, ``pairwise``) draw their
+    ticket with a global atomic, and no other kernel has one."""
+    return dict(cross_lane=shuffles(variant), barrier=True,
                 atomic=variant.layout == "single_pass")
 
 
