@@ -12,7 +12,7 @@ from .cache import Memo
 from .dtypes import is_bfloat16, is_tuple
 from .log import logger
 from .spec import (BLOCK_SIZES, F32_TILES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec,
-                   default_items, tiles_in_float32)
+                   default_items, spread_vectors, tiles_in_float32)
 from .variants import VARIANTS
 
 __all__ = [
@@ -318,10 +318,11 @@ def striped_fits(auto: Auto, in_dtype: np.dtype, align: int, device: DeviceInfo,
     """Whether ``auto``'s striped loads can be issued on an input of ``in_dtype``
     whose start is aligned to ``align`` bytes (0: not contiguous) under ``tuning``
     (its items and vector loads, where it names them): each lane's items whole
-    vectors, more than one (``_blocks.striped_loads``)."""
+    vectors, more than one (:func:`pyreduce.spec.spread_vectors`, as
+    ``_blocks.striped_loads`` asks)."""
     items = tuning.items_per_thread or auto.items
-    vector = vector_width(items, in_dtype, align, device, tuning.vector_loads)
-    return vector > 1 and items % vector == 0 and items > vector
+    return spread_vectors(items, vector_width(items, in_dtype, align, device,
+                                              tuning.vector_loads))
 
 
 def resolve_auto(auto: Auto, in_dtype: np.dtype, align: int, device: DeviceInfo,

@@ -47,6 +47,12 @@ def column_runs(op_key, narrow: bool) -> bool:
     return kind is not None and (not narrow or kind in ("sums", "moments"))
 
 
+def spread_vectors(items: int, vector: int) -> bool:
+    """Whether a lane's ``items`` can be read as vectors of ``vector`` spread
+    over its warp's tile (the striped variants): whole vectors, more than one."""
+    return vector > 1 and items % vector == 0 and items > vector
+
+
 def default_items(dtype: np.dtype) -> int:
     """Enough items per thread for 16 bytes in flight, at least 2 (op during load)."""
     return int(min(16, max(2, 16 // dtype.itemsize)))

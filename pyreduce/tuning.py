@@ -37,10 +37,10 @@ from .backends import staging
 from .backends.cpu_parallel import PARALLEL_MIN
 from .calibrate import (CPU_SAMPLE_BYTES, SAMPLE_BYTES, best_seconds, cheap_numbers, remember,
                         slope)
-from .interop import c_strides, inspect
+from .interop import inspect
 from .measure import device_seconds, wall_seconds
 from .ops import as_monoid
-from .planner import Tuning, address_alignment, auto_variant, default_items, resolve_auto
+from .planner import Tuning, auto_variant, default_items, resolve_auto
 from .planner import recorded_tuning as lookup
 from .prepared import prepare
 from .tuned import (Choice, Key, choices, device_label, host_model, key_for, op_kind, path,
@@ -67,21 +67,6 @@ CANDIDATES = (
 )
 
 
-def _alignment(info) -> int:
-    """The alignment of the flat view a call of ``info`` reduces
-    (:func:`pyreduce.planner.address_alignment`): the input's own where it is
-    read in place (contiguous, or 1-D at any stride: 0 if strided), 16 where
-    it is copied first (a host input's pinned buffers, another N-D layout's
-    gather into a fresh allocation)."""
-    fields = info.fields
-    if fields is None:
-        return 16
-    contiguous = fields.byte_strides() == c_strides(fields.shape, fields.dtype.itemsize)
-    if contiguous or len(fields.shape) <= 1:
-        return address_alignment(fields.ptr, contiguous)
-    return 16
-
-
 def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, reps: int = 10,
          timer=None, save: bool = True) -> Choice:
     """Time ``reduce(x, op, dtype=dtype)`` with each candidate configuration, record
@@ -98,12 +83,15 @@ def tune(x, op, *, dtype=None, backend: str = "auto", candidates=CANDIDATES, rep
         raise ValueError("cannot tune on an empty input")
     timer = timer or (device_seconds if be.name == "cuda" else wall_seconds)
     device = be.device(None)
-    base = prepare(info, monoid, None, backend, Tuning(), None).run()
+    first = prepare(info, monoid, None, backend, Tuning(), None)
+    base = first.run()
     # the built-in rule's own choice first: a recorded choice is never one the
-    # rule beat in the same measurement
+    # rule beat in the same measurement. Its layout depends on the alignment of
+    # the flat view the call reduces (a gathered N-D input is a new, aligned
+    # buffer; a host input's are the staging buffers)
+    align = be.alignment(first.flat) if first.flat is not None else 16
     auto = resolve_auto(auto_variant(info.dtype, monoid.dtype, info.size, device,
-                                     monoid.commutative), info.dtype, _alignment(info),
-                        device, Tuning())
+                                     monoid.commutative), info.dtype, align, device, Tuning())
     block = auto.block_on(device, device.warp)
     tiles = -(-info.size // (block * auto.items))
     tunings = [Tuning(variant=auto.variant, block_size=block, items_per_thread=auto.items,

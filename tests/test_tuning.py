@@ -178,25 +178,27 @@ def test_a_recorded_choice_that_reorders_serves_only_ops_that_may_be_reordered(t
     assert variant(nansum) == variant(user) == "warp_shuffle"
 
 
-def test_the_rules_own_choice_is_planned_for_the_view_the_call_reduces():
-    """The autotuner times the rule's own layout for the alignment of the flat
-    view the call reduces: the input's where it is read in place (a strided 1-D
-    view has none), 16 bytes where the call copies it first (a host input, a
-    non-contiguous N-D layout, which is gathered)."""
-    from types import SimpleNamespace
+def test_the_rules_own_choice_is_planned_for_the_view_the_call_reduces(tuning_file, monkeypatch):
+    """Past the L2 the rule reads a built-in's input in striped vectors where
+    they fit: the autotuner's first candidate is the plan the call itself makes,
+    for an aligned view and for one that starts an element in (the ordered rule)."""
+    import dataclasses
 
-    from pyreduce.interop import DeviceFields
+    from pyreduce.backends import numba_cuda
 
-    f4 = np.dtype(np.float32)
+    device = numba_cuda.SimBackend.device
+    def with_l2(self, warp=None):  # 16 KiB of float32 lie past it
+        return dataclasses.replace(device(self, warp), l2_bytes=4096)
 
-    def align(ptr, shape, strides):
-        return tuning._alignment(SimpleNamespace(fields=DeviceFields(ptr, shape, strides,
-                                                                     f4, None)))
-
-    assert align(4096, (8, 8), None) == 16
-    assert align(4096, (8, 8), (32, 4)) == 16  # strides spelled out, still C order
-    assert align(4100, (64,), None) == 4
-    assert align(4096, (64,), (8,)) == 0  # every other element, read in place
-    assert align(4096, (64,), (-4,)) == 0
-    assert align(4100, (8, 8), (4, 32)) == 16  # a transpose: gathered into a new buffer
-    assert tuning._alignment(SimpleNamespace(fields=None)) == 16
+    monkeypatch.setattr(numba_cuda.SimBackend, "device", with_l2)
+    whole = sim_array(np.random.default_rng(2).standard_normal(4097).astype(np.float32))
+    seen = []
+    for x in (whole[:4096], whole[1:]):
+        tuning.reset()  # the rule's plan, not the choice recorded for the view before
+        plan = pyreduce.explain(x, "add", backend="sim").plan
+        choice = tuning.tune(x, "add", backend="sim", candidates=(), reps=1,
+                             timer=ranked(1e-3))
+        assert (choice.variant, choice.block_size, choice.items_per_thread) == (
+            plan.spec.variant, plan.spec.block, plan.spec.items)
+        seen.append(plan.spec.variant)
+    assert seen[0] == "last_block_striped" != seen[1]

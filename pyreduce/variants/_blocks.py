@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..codegen import field_cast, indent, render
 from ..dtypes import carrier, fields, is_bfloat16, is_tuple
-from ..spec import F32_TILES, KernelSpec
+from ..spec import F32_TILES, KernelSpec, spread_vectors
 
 __all__ = [
     "combine", "load_items", "fold_items", "warp_reduce", "warp_fold", "block_fold",
@@ -546,8 +546,8 @@ def striped_loads(spec: KernelSpec, vector: int, at=None, accs: bool = False) ->
     vector loads of elements (not partials, not a strided row) whose items are
     whole vectors, more than one, and summarised as a float32 run only where
     :func:`spread_summary` allows."""
-    return (vector > 1 and at is None and not accs and spread_summary(spec)
-            and spec.items % vector == 0 and spec.items > vector)
+    return (at is None and not accs and spread_summary(spec)
+            and spread_vectors(spec.items, vector))
 
 
 def lane_fold(spec, dialect, src: str = "x", vector: int = 1, at=None,
