@@ -55,13 +55,21 @@ HALF = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_block", 512
         ("last_block", 256, 2, 1), ("last_block", 256, 2, 2), ("last_block_lanes", 512, 2, 1),
         ("warp_shuffle_x2", 256, 2, 16), ("warp_shuffle", 256, 4, 4), ("warp_shuffle", 256, 2, 1),
         ("warp_shuffle_lanes", 256, 2, 1)]
+#: half-precision block tiles read as one run each (``planner.auto_variant``
+#: keeps them ordered; these measure whether the striped loads help them)
+HALF_STRIPED = [("last_block_striped", 512, 2, 1), ("last_block_striped", 256, 2, 1),
+                ("last_block_striped", 256, 4, 1)]
+#: a mean's (count, sum) folded per lane in one launch (``planner._tuple_rule``)
+MEAN = [("last_block_lanes", 256, 2, 0.625), ("last_block_lanes", 512, 2, 1)]
 CALLS = ["sum float64", "max float64", "sum float32", "max int32", "sum float16",
          "sum bfloat16", "mean float16", "mean bfloat16"]
 DISTS = ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "torch")
 
 
-def alternatives(dtype: str) -> list:
-    return HALF if dtype in ("float16", "bfloat16") else ALTERNATIVES + STRIPED
+def alternatives(fn: str, dtype: str) -> list:
+    half = dtype in ("float16", "bfloat16")
+    found = HALF + HALF_STRIPED if half else ALTERNATIVES + STRIPED
+    return found + MEAN if fn == "mean" else found
 
 
 def _inputs(dtype: str, n: int):
@@ -128,7 +136,7 @@ def case(fn: str, dtype: str, n: int, rounds: int, calls: int) -> dict:
     sync = cp.cuda.Device().synchronize
     mine = getattr(pyreduce, fn)
     contenders = {"auto": None}
-    for variant, block, loads, waves in alternatives(dtype):
+    for variant, block, loads, waves in alternatives(fn, dtype):
         items = loads * 16 // (2 if dtype == "bfloat16" else np.dtype(dtype).itemsize)
         grid = int(waves * device.max_grid(block))
         contenders[f"{variant}/b{block}/i{items}/w{waves}"] = tuned.Choice(

@@ -122,6 +122,49 @@ def test_striped_loads_of_float32_summaries(gpu_backend, variant):
         assert abs(pyreduce.var(tiny, **kw) - want) <= 1e-5 * want, n
 
 
+@pytest.mark.parametrize("variant", STRIPED)
+def test_striped_loads_of_half_precision_sums(gpu_backend, variant):
+    """float16 and bfloat16 sums and maxima (in float32, as the planner runs
+    them past the L2) in striped block tiles: around tile edges and from views that
+    start 0, 1 or 2 elements into an allocation (vectors of 8, 1 or 2 items), the
+    float64 sum within float32's rounding, an infinity and a NaN propagated,
+    float16 maxima exactly."""
+    import ml_dtypes
+    from numba import cuda
+
+    rng = np.random.default_rng(5)
+    block = 32 if gpu_backend == "sim" else 256
+    tuning = Tuning(variant=variant, block_size=block, items_per_thread=16, max_blocks=3)
+    tile = block * 16
+    widths = set()
+    for dt in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+        host = rng.standard_normal(5 * tile + 8).astype(dt)
+        # float16 as device views (their start sets the vector width)
+        whole = cuda.to_device(host) if dt == np.float16 else None
+        for n in (9, tile - 1, tile + 33, 3 * tile, 5 * tile - 7):
+            for offset in (0, 1, 2):
+                x = host[offset:offset + n]
+                wide = x.astype(np.float64)
+                bound = 1e-5 * np.abs(wide).sum() + 1e-6
+                if whole is None:
+                    got = pyreduce.sum(x, backend=gpu_backend, tuning=tuning)
+                else:
+                    e = pyreduce.explain(whole[offset:offset + n], "add",
+                                         backend=gpu_backend, tuning=tuning)
+                    got = e.result
+                    widths.add(e.plan.spec.vector)
+                    top = pyreduce.reduce(whole[offset:offset + n], "max",
+                                          backend=gpu_backend, tuning=tuning)
+                    assert top == x.max(), (n, offset)  # a maximum, exactly
+                assert abs(float(got) - wide.sum()) <= bound, (dt, n, offset)
+        y = host[:3 * tile + 5].copy()
+        y[rng.integers(0, y.size)] = np.inf
+        assert pyreduce.sum(y, backend=gpu_backend, tuning=tuning) == np.inf
+        y[rng.integers(0, y.size)] = np.nan
+        assert np.isnan(pyreduce.sum(y, backend=gpu_backend, tuning=tuning))
+    assert {8, 2, 1} <= widths, widths
+
+
 @pytest.mark.parametrize("variant", REORDERING)
 def test_every_edge_of_a_reordering_variant(gpu_backend, variant):
     """A variant that reorders (commutative built-ins only) still combines every
@@ -467,6 +510,39 @@ def test_auto_reads_block_tiles_as_runs_past_the_l2_for_ops_that_may_be_reordere
                          commutative=True).spec.variant == ordered.spec.variant
     inside = make_plan(l2 // dt.itemsize, dt, dt, "add", H100_L2, align=16, commutative=True)
     assert inside.spec.variant == "last_block"
+
+
+def test_auto_reads_half_precision_sums_as_runs_past_the_l2():
+    """A float16 or bfloat16 sum (into float32) past the L2 runs
+    ``last_block_striped`` in blocks of planner.HALF_BLOCK with two 16-byte
+    loads a lane, one launch on one wave; inside the L2, for an op that keeps
+    its order, for an input its vectors do not fit and for a sum into
+    float64: the two-pass ``warp_shuffle`` of the widening sums."""
+    from pyreduce.dtypes import BFLOAT16
+    from pyreduce.planner import HALF_BLOCK, HALF_STRIPED_ITEMS
+
+    l2 = H100_L2.l2_bytes
+    f4 = np.dtype(np.float32)
+    for dt in (np.dtype(np.float16), BFLOAT16):
+        for nbytes in (l2 + 4096, 3 * l2, 400 * l2):
+            n = nbytes // dt.itemsize
+            plan = make_plan(n, dt, f4, "add", H100_L2, align=16, commutative=True)
+            spec = plan.spec
+            assert (plan.layout, spec.variant, spec.block, spec.items, spec.vector) == (
+                "single_pass", "last_block_striped", HALF_BLOCK, HALF_STRIPED_ITEMS, 8)
+            assert plan.finish is None and plan.grid <= H100_L2.max_grid(HALF_BLOCK)
+            assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
+            ordered = make_plan(n, dt, f4, "add", H100_L2, align=16)
+            assert ordered.spec.variant == "warp_shuffle" and ordered.passes == 2
+            for align in (0, 2):  # strided, or aligned to one element only
+                other = make_plan(n, dt, f4, "add", H100_L2, align=align, commutative=True)
+                assert other.spec.variant == "warp_shuffle", (align, nbytes)
+            wide = make_plan(n, dt, np.dtype(np.float64), "add", H100_L2, align=16,
+                             commutative=True)
+            assert wide.spec.variant == "warp_shuffle"  # not measured: as before
+        inside = make_plan(l2 // 2 // dt.itemsize, dt, f4, "add", H100_L2, align=16,
+                           commutative=True)
+        assert inside.spec.variant == "warp_shuffle"
 
 
 def test_auto_grid_of_tiles_per_block_lies_between_one_wave_and_its_waves():
