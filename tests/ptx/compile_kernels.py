@@ -57,7 +57,7 @@ VARIANT_CASES = (
 
 #: the striped variants' 1-D kernels with their vector loads, as the planner
 #: lays them out (4-byte items: 16 a lane, 8-byte: 4), an element map among them
-STRIPED = (("float32", "add"), ("int32", "max"), ("float64", "nansum"))
+STRIPED = (("float32", "add"), ("int32", "max"), ("float64", "nansum"), ("float16", "add"))
 #: the structured reductions whose rows kernels finish their outputs, by input
 #: dtype (a record of two float64, of four, of a value and an int64 index);
 #: ``op:dtype``, finished in a ``dtype=`` (a real result made complex too)
@@ -126,7 +126,7 @@ def jobs():
     import compile_batched
     import compile_variants  # the 1-D kernels' signature, as the AMDGCN check gives it
     from pyreduce.backends.numba_cuda import CudaBackend
-    from pyreduce.planner import STRIPED_LOADS, DeviceInfo, default_items
+    from pyreduce.planner import HALF_STRIPED_ITEMS, STRIPED_LOADS, DeviceInfo, default_items
     from pyreduce.spec import KernelSpec, column_runs
     from pyreduce.variants import VARIANTS, tree
 
@@ -148,9 +148,10 @@ def jobs():
         for name, v in VARIANTS.items():
             if not getattr(v.options, "striped", False):
                 continue
-            loads = STRIPED_LOADS[dt.itemsize][0]
+            items = (HALF_STRIPED_ITEMS if dt.itemsize == 2  # summed in float32
+                     else STRIPED_LOADS[dt.itemsize][0] * default_items(dt))
             spec = KernelSpec(name, dt, monoid.dtype, monoid.key, BLOCK, WARP,
-                              loads * default_items(dt), 16 // dt.itemsize,
+                              items, 16 // dt.itemsize,
                               mapped=monoid.map is not None)
             yield (f"striped variant {name} {dtype} {op}",
                    lambda spec=spec, monoid=monoid: backend.kernel(spec, monoid, device),
