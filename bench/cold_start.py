@@ -24,6 +24,9 @@ Cases (each skipped where its library or a GPU is missing):
 ``cupy_sum_deterministic`` ``pyreduce.sum(x, deterministic=True)`` of it, the
                     value on the host (the fixed tree's kernel)
 ``cupy_sum_peer``   CuPy's own ``float(x.sum())``, its peer
+``cupy_sum_large``  ``pyreduce.sum`` of a 2**26 float32 CuPy array, the value on
+                    the host (past the L2: the striped kernel of the built-ins)
+``cupy_sum_large_peer`` CuPy's own ``float(x.sum())`` of it
 ``cupy_axes``       ``pyreduce.mean`` of it as 1024 rows of 1024 along ``axis=1``
                     and ``pyreduce.sum`` of it as 2**17 rows of 8 (staged rows)
 ``cupy_axes_peer``  CuPy's own two calls
@@ -69,6 +72,9 @@ x = cp.asarray(np.random.default_rng(0).random(2**20, dtype=np.float32))
 cp.cuda.Device().synchronize()
 """
 
+#: a float32 CuPy array of 2**26 elements (256 MiB), past any L2 cache
+_CUPY_LARGE = _CUPY.replace("2**20", "2**26")
+
 CASES = {
     "import": """
 t = time.perf_counter()
@@ -102,6 +108,18 @@ ok = abs(float(v) - float(x.astype(cp.float64).sum())) < 1e-6 * x.size
 done(seconds=time.perf_counter() - t, ok=bool(ok))
 """,
     "cupy_sum_peer": _CUPY + """
+t = time.perf_counter()
+v = float(x.sum())
+done(seconds=time.perf_counter() - t, ok=True)
+""",
+    "cupy_sum_large": _CUPY_LARGE + """
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.sum(x, device_result=False)  # past the L2: striped block tiles
+ok = abs(float(v) - float(x.astype(cp.float64).sum())) < 1e-6 * x.size
+done(seconds=time.perf_counter() - t, ok=bool(ok))
+""",
+    "cupy_sum_large_peer": _CUPY_LARGE + """
 t = time.perf_counter()
 v = float(x.sum())
 done(seconds=time.perf_counter() - t, ok=True)

@@ -260,18 +260,24 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       keep the ordered rule. An input that cannot be read in such vectors (not
       contiguous, not aligned) gets the ordered rule (:func:`resolve_auto`);
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
-      but past the L2 a built-in of float16 or bfloat16 accumulated in float32
-      (their sums, maxima, ...) reads block tiles as runs too, in blocks of
-      :data:`HALF_BLOCK` with two 16-byte loads a lane, one launch on one wave
-      (:data:`HALF_STRIPED_ITEMS`). On an H200 (``bench/rules.py``, 2026-12-04,
-      ``docs/performance/rules-half-striped-h200.txt``; back to back, then waited
-      for, against the two-pass rule and PyTorch) float16 sums of 2**26 took
-      36.0 us back to back (39.1; PyTorch 38.9) and 53.3 waited for (56.3;
-      55.4), of 2**28 125.1 and 139.5 (128.4 and 141.9; 133.1 and 145.9);
-      bfloat16 sums of 2**26 36.1 and 57.5 (38.5 and 59.5; 38.8 and 56.1), of
-      2**28 125.6 and 148.6 (130.4 and 167.2; 134.0 and 157.2). Inside the L2
-      (2**24) it was no faster waited for (float16 25.8-26.4 us against 25.1),
-      and the rule there is unchanged;
+      but a built-in of float16 or bfloat16 accumulated in float32 (their
+      sums, maxima, ...) on a GPU whose L2 size is known reads block tiles as
+      runs, in blocks of :data:`HALF_BLOCK` with two 16-byte loads a lane, one
+      launch on one wave (:data:`HALF_STRIPED_ITEMS`), at every size. On an
+      H200 (``bench/rules.py``, 2026-12-04,
+      ``docs/performance/rules-half-striped-h200.txt``; back to back, then
+      waited for, against the two-pass rule and PyTorch) float16 sums of
+      2**26 took 36.0 us back to back (39.1; PyTorch 38.9) and 53.3 waited for
+      (56.3; 55.4), of 2**28 125.1 and 139.5 (128.4 and 141.9; 133.1 and
+      145.9); bfloat16 sums of 2**26 36.1 and 57.5 (38.5 and 59.5; 38.8 and
+      56.1), of 2**28 125.6 and 148.6 (130.4 and 167.2; 134.0 and 157.2).
+      Inside the L2 (2**24) float16 took 14.9 us back to back against 22.0
+      and 26.3 waited for against 25.1 and 26.7 (the two-pass layout measured
+      twice; bfloat16 19.8 and 30.4 against 25.0 and 30.9-32.3). Smaller
+      sizes were not measured; the layout serves them too, so that one kernel
+      serves every size of an op and dtype (``tests/test_kernel_count.py``),
+      in one launch where the two-pass layout took two. An input its vectors
+      do not fit gets the two-pass layout (its ``fallback``);
       a tuple accumulator up to twice the L2 gets the same items per thread on
       one launch (``last_block``; float32 var's between one and two L2 sizes
       two passes, see :func:`_tuple_rule`), whose last block also finishes a structured
@@ -293,7 +299,7 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
             return rule
     if acc_dtype.itemsize > in_dtype.itemsize:
         items = min(16, 2 * default_items(in_dtype))
-        if (commutative and l2 and nbytes > l2 and _half(in_dtype)
+        if (commutative and l2 and _half(in_dtype)
                 and acc_dtype == np.float32):  # half-precision built-ins
             return Auto("last_block_striped", HALF_STRIPED_ITEMS, HALF_BLOCK, 1,
                         fallback=Auto("warp_shuffle", items))
@@ -327,8 +333,8 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
 #: SM, as CUB's 16 items of 256 threads. float64's blocks of 256 with four
 #: loads took 40 (six blocks an SM) and were slower than 512 with two.
 STRIPED_LOADS = {4: (4, 256), 8: (2, None)}
-#: The items a lane of a half-precision built-in's striped layout past the L2
-#: reads (two 16-byte loads), in blocks of :data:`HALF_BLOCK`, on one wave (see
+#: The items a lane of a half-precision built-in's striped layout reads (two
+#: 16-byte loads), in blocks of :data:`HALF_BLOCK`, on one wave (see
 #: :func:`auto_variant`).
 HALF_STRIPED_ITEMS = 16
 

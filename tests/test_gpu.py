@@ -115,35 +115,38 @@ def test_auto_kernels_in_and_past_the_l2_cache(dt):
     assert np.array_equal(whole.copy_to_host(), host)
 
 
-def test_half_precision_sums_past_the_l2_cache():
-    """float16 and bfloat16 sums past the L2 read block tiles as runs where the
-    view is aligned (planner.HALF_STRIPED_ITEMS), the two-pass layout
-    elsewhere: the same float32 sum within its rounding bound, the maximum
-    exactly, NaN and inf where an element has them, the input untouched."""
+def test_half_precision_sums_in_and_past_the_l2_cache():
+    """float16 and bfloat16 sums inside and past the L2 read block tiles as
+    runs where the view is aligned (planner.HALF_STRIPED_ITEMS), the two-pass
+    layout elsewhere: the same float32 sum within its rounding bound, the
+    maximum exactly, NaN and inf where an element has them, the input
+    untouched."""
     import torch
 
     from pyreduce import backends
 
     device = backends.get("cuda").device()
-    n = (device.l2_bytes + 3 * 8192) // 2 + 7
+    large = (device.l2_bytes + 3 * 8192) // 2 + 7
     rng = np.random.default_rng(11)
-    host = rng.standard_normal(n + 3).astype(np.float32)
+    host = rng.standard_normal(large + 3).astype(np.float32)
     for tdt in (torch.float16, torch.bfloat16):
         whole = torch.as_tensor(host, device="cuda").to(tdt)
         ref = whole.float().cpu().numpy().astype(np.float64)
         keep = whole.clone()
-        for offset in (0, 1, 3):
-            x = whole[offset:offset + n]
-            e = pyreduce.explain(x, "add", backend="cuda")
-            assert (e.plan.spec.variant == "last_block_striped") == (offset == 0), offset
-            want = ref[offset:offset + n].sum()
-            bound = 1e-6 * np.abs(ref[offset:offset + n]).sum() + 1e-3
-            assert abs(float(pyreduce.sum(x, backend="cuda")) - want) <= bound, (tdt, offset)
-            assert float(pyreduce.max(x, backend="cuda")) == ref[offset:offset + n].max()
-        y = whole[:n].clone()
-        y[n - 5] = float("inf")
+        for n in (1000, 3 * 8192 + 5, device.l2_bytes // 8, large):
+            for offset in (0, 1, 3):
+                x = whole[offset:offset + n]
+                e = pyreduce.explain(x, "add", backend="cuda")
+                assert (e.plan.spec.variant == "last_block_striped") == (offset == 0), offset
+                want = ref[offset:offset + n].sum()
+                bound = 1e-6 * np.abs(ref[offset:offset + n]).sum() + 1e-3
+                got = float(pyreduce.sum(x, backend="cuda"))
+                assert abs(got - want) <= bound, (tdt, n, offset)
+                assert float(pyreduce.max(x, backend="cuda")) == ref[offset:offset + n].max()
+        y = whole[:large].clone()
+        y[large - 5] = float("inf")
         assert float(pyreduce.sum(y, backend="cuda")) == np.inf
-        y[n // 2] = float("nan")
+        y[large // 2] = float("nan")
         assert np.isnan(float(pyreduce.sum(y, backend="cuda")))
         assert torch.equal(whole, keep)
 

@@ -512,19 +512,21 @@ def test_auto_reads_block_tiles_as_runs_past_the_l2_for_ops_that_may_be_reordere
     assert inside.spec.variant == "last_block"
 
 
-def test_auto_reads_half_precision_sums_as_runs_past_the_l2():
-    """A float16 or bfloat16 sum (into float32) past the L2 runs
-    ``last_block_striped`` in blocks of planner.HALF_BLOCK with two 16-byte
-    loads a lane, one launch on one wave; inside the L2, for an op that keeps
-    its order, for an input its vectors do not fit and for a sum into
-    float64: the two-pass ``warp_shuffle`` of the widening sums."""
+def test_auto_reads_half_precision_sums_as_runs():
+    """A float16 or bfloat16 sum (into float32) runs ``last_block_striped`` in
+    blocks of planner.HALF_BLOCK with two 16-byte loads a lane, one launch on
+    one wave, inside the L2 and past it; for an op that keeps its order, for an
+    input its vectors do not fit, for a sum into float64 and on a device whose
+    L2 size is not known: the two-pass ``warp_shuffle`` of the widening sums."""
     from pyreduce.dtypes import BFLOAT16
     from pyreduce.planner import HALF_BLOCK, HALF_STRIPED_ITEMS
 
     l2 = H100_L2.l2_bytes
     f4 = np.dtype(np.float32)
+    # plans are remembered by the device's key: another key for another device
+    no_l2 = dataclasses.replace(H100_L2, key=("cuda", 1, (9, 0)), l2_bytes=0)
     for dt in (np.dtype(np.float16), BFLOAT16):
-        for nbytes in (l2 + 4096, 3 * l2, 400 * l2):
+        for nbytes in (2**16, l2 // 2, l2 + 4096, 3 * l2, 400 * l2):
             n = nbytes // dt.itemsize
             plan = make_plan(n, dt, f4, "add", H100_L2, align=16, commutative=True)
             spec = plan.spec
@@ -534,15 +536,16 @@ def test_auto_reads_half_precision_sums_as_runs_past_the_l2():
             assert (plan.grid - 1) * plan.chunk < n <= plan.grid * plan.chunk
             ordered = make_plan(n, dt, f4, "add", H100_L2, align=16)
             assert ordered.spec.variant == "warp_shuffle" and ordered.passes == 2
+            unknown = make_plan(n, dt, f4, "add", no_l2, align=16, commutative=True)
+            assert unknown.spec.variant == "warp_shuffle"  # no L2 size: as before
             for align in (0, 2):  # strided, or aligned to one element only
                 other = make_plan(n, dt, f4, "add", H100_L2, align=align, commutative=True)
                 assert other.spec.variant == "warp_shuffle", (align, nbytes)
             wide = make_plan(n, dt, np.dtype(np.float64), "add", H100_L2, align=16,
                              commutative=True)
             assert wide.spec.variant == "warp_shuffle"  # not measured: as before
-        inside = make_plan(l2 // 2 // dt.itemsize, dt, f4, "add", H100_L2, align=16,
-                           commutative=True)
-        assert inside.spec.variant == "warp_shuffle"
+        tiny = make_plan(1000, dt, f4, "add", H100_L2, align=16, commutative=True)
+        assert tiny.spec.variant == "last_block_striped" and tiny.grid == 1
 
 
 def test_auto_grid_of_tiles_per_block_lies_between_one_wave_and_its_waves():
