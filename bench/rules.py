@@ -55,8 +55,8 @@ HALF = [("last_block", 512, 2, 1), ("last_block", 512, 2, 2), ("last_block", 512
         ("last_block", 256, 2, 1), ("last_block", 256, 2, 2), ("last_block_lanes", 512, 2, 1),
         ("warp_shuffle_x2", 256, 2, 16), ("warp_shuffle", 256, 4, 4), ("warp_shuffle", 256, 2, 1),
         ("warp_shuffle_lanes", 256, 2, 1)]
-#: half-precision block tiles read as one run each (``planner.auto_variant``
-#: keeps them ordered; these measure whether the striped loads help them)
+#: half-precision block tiles read as one run each, in the block sizes and
+#: loads tried for ``planner.HALF_STRIPED_ITEMS``
 HALF_STRIPED = [("last_block_striped", 512, 2, 1), ("last_block_striped", 256, 2, 1),
                 ("last_block_striped", 256, 4, 1)]
 #: a mean's (count, sum) folded per lane in one launch (``planner._tuple_rule``)

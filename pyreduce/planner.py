@@ -256,8 +256,9 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       of 2**24, 2**26, 2**28 35.2, 122.4, 468.8 (37.0, 123.8, 480.7; PyTorch
       37.8, 124.4, 470.5), float64 max of 2**24 35.6 (39.3; 38.4). Inside the
       L2 it was no faster (float32 sum of 2**22: 17.6-18.3 against 16.3), and
-      the rule there is unchanged; 1- and 2-byte items were not measured and
-      keep the ordered rule. An input that cannot be read in such vectors (not
+      the rule there is unchanged; 1- and 2-byte items that are not widened
+      were not measured and keep the ordered rule (half precision accumulated
+      in float32: below). An input that cannot be read in such vectors (not
       contiguous, not aligned) gets the ordered rule (:func:`resolve_auto`);
     * sums that widen (int8 into int64) ran fastest two-pass (``warp_shuffle``);
       but a built-in of float16 or bfloat16 accumulated in float32 (their
@@ -360,7 +361,8 @@ def resolve_auto(auto: Auto, in_dtype: np.dtype, align: int, device: DeviceInfo,
 
 
 #: The block size of a half-precision input's two-field accumulators (mean's,
-#: argmax's) inside the L2, on one wave. On an H200 (``bench/rules.py``, the
+#: argmax's) inside the L2, on one wave (and of its striped float32 sums and
+#: maxima at every size, :func:`auto_variant`). On an H200 (``bench/rules.py``, the
 #: layouts through a tuning store, as a user's call runs them, PyTorch in the
 #: same rounds; ``docs/performance/rules-h200.txt`` and, after the change,
 #: ``rules-half-h200.txt``), float16 ``mean`` of 2**24 took 28.1 and 28.6 us a

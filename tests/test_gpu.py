@@ -117,10 +117,10 @@ def test_auto_kernels_in_and_past_the_l2_cache(dt):
 
 def test_half_precision_sums_in_and_past_the_l2_cache():
     """float16 and bfloat16 sums inside and past the L2 read block tiles as
-    runs where the view is aligned (planner.HALF_STRIPED_ITEMS), the two-pass
-    layout elsewhere: the same float32 sum within its rounding bound, the
-    maximum exactly, NaN and inf where an element has them, the input
-    untouched."""
+    runs where a lane's items can be read as vectors of more than one item
+    (planner.HALF_STRIPED_ITEMS), the two-pass layout elsewhere: the same
+    float32 sum within its rounding bound, the maximum exactly, NaN and inf
+    where an element has them, the input untouched."""
     import torch
 
     from pyreduce import backends
@@ -134,10 +134,11 @@ def test_half_precision_sums_in_and_past_the_l2_cache():
         ref = whole.float().cpu().numpy().astype(np.float64)
         keep = whole.clone()
         for n in (1000, 3 * 8192 + 5, device.l2_bytes // 8, large):
-            for offset in (0, 1, 3):
+            for offset in (0, 1, 2, 3, 4):  # 16-, 2-, 4-, 2- and 8-byte aligned
                 x = whole[offset:offset + n]
                 e = pyreduce.explain(x, "add", backend="cuda")
-                assert (e.plan.spec.variant == "last_block_striped") == (offset == 0), offset
+                striped = offset in (0, 2, 4)  # vectors of 8, 2 and 4 items
+                assert (e.plan.spec.variant == "last_block_striped") == striped, offset
                 want = ref[offset:offset + n].sum()
                 bound = 1e-6 * np.abs(ref[offset:offset + n]).sum() + 1e-3
                 got = float(pyreduce.sum(x, backend="cuda"))
