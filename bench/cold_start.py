@@ -75,6 +75,27 @@ cp.cuda.Device().synchronize()
 #: a float32 CuPy array of 2**26 elements (256 MiB), past any L2 cache
 _CUPY_LARGE = _CUPY.replace("2**20", "2**26")
 
+
+
+def _host_sum(keywords: str) -> str:
+    """A case's ``pyreduce.sum(x, <keywords>device_result=False)``, its value on
+    the host checked against CuPy's float64 sum."""
+    return f"""
+t = time.perf_counter()
+import pyreduce
+v = pyreduce.sum(x, {keywords}device_result=False)
+ok = abs(float(v) - float(x.astype(cp.float64).sum())) < 1e-6 * x.size
+done(seconds=time.perf_counter() - t, ok=bool(ok))
+"""
+
+
+#: CuPy's own ``float(x.sum())``, the peer of the sums
+_SUM_PEER = """
+t = time.perf_counter()
+v = float(x.sum())
+done(seconds=time.perf_counter() - t, ok=True)
+"""
+
 CASES = {
     "import": """
 t = time.perf_counter()
@@ -100,30 +121,12 @@ v = pyreduce.mean(x)  # a structured reduction, finished on the device
 ok = abs(float(v) - float(x.astype(cp.float64).mean())) < 1e-6
 done(seconds=time.perf_counter() - t, ok=bool(ok))
 """,
-    "cupy_sum_deterministic": _CUPY + """
-t = time.perf_counter()
-import pyreduce
-v = pyreduce.sum(x, deterministic=True, device_result=False)  # the fixed tree
-ok = abs(float(v) - float(x.astype(cp.float64).sum())) < 1e-6 * x.size
-done(seconds=time.perf_counter() - t, ok=bool(ok))
-""",
-    "cupy_sum_peer": _CUPY + """
-t = time.perf_counter()
-v = float(x.sum())
-done(seconds=time.perf_counter() - t, ok=True)
-""",
-    "cupy_sum_large": _CUPY_LARGE + """
-t = time.perf_counter()
-import pyreduce
-v = pyreduce.sum(x, device_result=False)  # past the L2: striped block tiles
-ok = abs(float(v) - float(x.astype(cp.float64).sum())) < 1e-6 * x.size
-done(seconds=time.perf_counter() - t, ok=bool(ok))
-""",
-    "cupy_sum_large_peer": _CUPY_LARGE + """
-t = time.perf_counter()
-v = float(x.sum())
-done(seconds=time.perf_counter() - t, ok=True)
-""",
+    # the fixed tree's kernel
+    "cupy_sum_deterministic": _CUPY + _host_sum("deterministic=True, "),
+    "cupy_sum_peer": _CUPY + _SUM_PEER,
+    # past the L2: the built-ins' striped block tiles
+    "cupy_sum_large": _CUPY_LARGE + _host_sum(""),
+    "cupy_sum_large_peer": _CUPY_LARGE + _SUM_PEER,
     "cupy_axes": _CUPY + """
 t = time.perf_counter()
 import pyreduce
