@@ -6,6 +6,7 @@ has it), as a table and a chart.
     python bench/targets.py report targets.json     # docs/performance/targets-<gpu>.md and .png
     python bench/targets.py run --device cpu --log2 16 --out cpu.json   # any machine
     python bench/targets.py merge a.json b.json --runs "how" --out targets.json  # runs of parts
+    python bench/targets.py merge targets.json new.json --replace --runs "how" --out t.json
 
 Functions: ``sum``, ``prod``, ``max``, ``min``, ``nansum``, ``nanmax``, ``any``,
 ``all``, ``mean``, ``var``, ``std``, ``argmax``, ``argmin`` and ``minmax``, of
@@ -487,7 +488,9 @@ def merge(args) -> int:
     """The rows of runs that measured different cases, as one run's JSON in the
     matrix's order, with ``--runs`` (how they were made) in its meta; the meta
     of the first, whose GPU, versions and kind of results (``--results``)
-    each of the others must share."""
+    each of the others must share. A case in more than one run is refused,
+    unless ``--replace``: then a later run's row replaces an earlier one (a
+    re-measured case in a committed matrix)."""
     runs = [load(path) for path in args.paths]
 
     def shared(data):  # what the runs of one matrix have in common
@@ -501,7 +504,7 @@ def merge(args) -> int:
     for data in runs:
         for r in data["rows"]:
             case = (r["function"], r["dtype"], r["n"])
-            if case in rows:
+            if case in rows and not args.replace:
                 raise UsageError(f"{label(*case)} is in more than one of {', '.join(args.paths)}")
             rows[case] = r
     order = {c: i for i, c in enumerate(cases(sorted({n.bit_length() - 1 for _, _, n in rows})))}
@@ -513,9 +516,12 @@ def merge(args) -> int:
 
 
 def _merge_arguments(p) -> None:
-    p.add_argument("paths", nargs="+", help="JSON of runs of different cases")
+    p.add_argument("paths", nargs="+", help="JSON of runs of different cases (--replace: or "
+                                            "of the same cases)")
     p.add_argument("--runs", required=True,
                    help="how the runs were made, for the report's 'Runs:' line")
+    p.add_argument("--replace", action="store_true",
+                   help="a case in more than one run: the last run's row (default: refused)")
 
 
 def _report_arguments(p) -> None:

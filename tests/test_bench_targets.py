@@ -91,6 +91,7 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
     _script("run", *common, "--functions", "sum", "--only", "float", "--out", str(b))
     printed = _script("merge", str(a), str(b), "--runs", "two parts", "--out", str(both))
     data = json.loads(both.read_text())
+    data_rows = data["rows"]
     assert "12 rows of 2 runs" in printed and data["meta"]["runs"] == "two parts"
     assert [(r["function"], r["dtype"]) for r in data["rows"]] == [
         ("sum", "float32"), ("sum", "float64"), ("sum", "float16"), ("sum", "bfloat16"),
@@ -111,6 +112,19 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
                                          "--out", str(tmp_path / "d.json"))
     assert "mean float32 2**10 is in more than one" in _fails(
         "merge", str(a), str(both), "--runs", "x", "--out", str(tmp_path / "c.json"))
+    # --replace: a re-measured case's later row stands, in the matrix's order
+    again = json.loads(a.read_text())
+    again["rows"] = [dict(r, seconds={k: 2 * v for k, v in r["seconds"].items()})
+                     for r in again["rows"] if r["function"] == "mean"]
+    (tmp_path / "again.json").write_text(json.dumps(again))
+    _script("merge", str(both), str(tmp_path / "again.json"), "--runs", "re-measured",
+            "--replace", "--out", str(tmp_path / "e.json"))
+    replaced = json.loads((tmp_path / "e.json").read_text())["rows"]
+    assert [(r["function"], r["dtype"]) for r in replaced] == [
+        (r["function"], r["dtype"]) for r in data_rows]
+    for old, new in zip(data_rows, replaced):
+        factor = 2 if old["function"] == "mean" else 1
+        assert new["seconds"] == {k: factor * v for k, v in old["seconds"].items()}
 
 
 def _fails(*args) -> str:
