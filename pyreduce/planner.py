@@ -274,10 +274,14 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
       56.1), of 2**28 125.6 and 148.6 (130.4 and 167.2; 134.0 and 157.2).
       Inside the L2 (2**24) float16 took 14.9 us back to back against 22.0
       and 26.3 waited for against 25.1 and 26.7 (the two-pass layout measured
-      twice; bfloat16 19.8 and 30.4 against 25.0 and 30.9-32.3). Smaller
-      sizes were not measured; the layout serves them too, so that one kernel
-      serves every size of an op and dtype (``tests/test_kernel_count.py``),
-      in one launch where the two-pass layout took two. An input its vectors
+      twice; bfloat16 19.8 and 30.4 against 25.0 and 30.9-32.3). From 2**12
+      to 2**22 on an H100 (2026-12-07,
+      ``docs/performance/rules-half-small-h100.txt``) float16 sums took
+      10.1-11.1 us back to back against the two-pass layout's 10.3-16.9, and
+      bfloat16's 13.0-13.6 against 12.7-17.9: never slower beyond the runs'
+      noise, and one kernel serves every size of an op and dtype
+      (``tests/test_kernel_count.py``), in one launch where the two-pass
+      layout took two. An input its vectors
       do not fit gets the two-pass layout (its ``fallback``);
       a tuple accumulator up to twice the L2 gets the same items per thread on
       one launch (``last_block``; float32 var's between one and two L2 sizes

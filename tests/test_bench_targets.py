@@ -39,6 +39,15 @@ def test_the_matrix_is_the_targets():
         ("sum", "bfloat16"), ("minmax", "float32"), ("minmax", "float64"), ("minmax", "int32")]
 
 
+def test_a_ratio_short_of_the_target_never_reads_as_met():
+    """Two decimals, except that a ratio under 1.00 is shown at most 0.99."""
+    assert [targets.ratio_text(r) for r in (0.9951, 0.999, 0.994, 1.0, 1.004, 2.345)] == [
+        "0.99", "0.99", "0.99", "1.00", "1.00", "2.35"]
+    row = {"function": "sum", "dtype": "float64", "n": 2**26, "ok": True,
+           "seconds": {"pyreduce": 189.6e-6, "cupy": 192e-6, "torch": 189e-6}}
+    assert targets._line(row).endswith("| 0.99 | not met |")
+
+
 @pytest.mark.parametrize("fn", targets.FUNCTIONS)
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_the_data_make_each_check_worth_making(fn, dtype):
