@@ -9,7 +9,7 @@ import numpy as np
 
 from . import tuned
 from .cache import Memo
-from .dtypes import is_bfloat16, is_tuple
+from .dtypes import fields, is_bfloat16, is_tuple
 from .log import logger
 from .spec import (BLOCK_SIZES, F32_TILES, ITEMS_PER_THREAD, WARP_SIZES, KernelSpec,
                    default_items, spread_vectors, tiles_in_float32)
@@ -312,6 +312,8 @@ def auto_variant(in_dtype: np.dtype, acc_dtype: np.dtype, n: int = 0,
             # one launch, which also finishes; var's summaries folded per lane
             lanes = commutative and acc_dtype.itemsize >= 32
             if not lanes and l2 and nbytes <= l2 and _half(in_dtype):
+                if commutative and _sums(acc_dtype):  # a mean's (see HALF_MEAN)
+                    return HALF_MEAN
                 # folded per lane where the op may be reordered (see HALF_BLOCK)
                 return Auto("last_block_lanes" if commutative else "last_block", items,
                             HALF_BLOCK)
@@ -364,9 +366,10 @@ def resolve_auto(auto: Auto, in_dtype: np.dtype, align: int, device: DeviceInfo,
     return auto
 
 
-#: The block size of a half-precision input's two-field accumulators (mean's,
-#: argmax's) inside the L2, on one wave (and of its striped float32 sums and
-#: maxima at every size, :func:`auto_variant`). On an H200 (``bench/rules.py``, the
+#: The block size of a half-precision input's two-field accumulators
+#: (argmax's, minmax's; a mean's until :data:`HALF_MEAN`) inside the L2, on one
+#: wave (and of its striped float32 sums and maxima at every size,
+#: :func:`auto_variant`). On an H200 (``bench/rules.py``, the
 #: layouts through a tuning store, as a user's call runs them, PyTorch in the
 #: same rounds; ``docs/performance/rules-h200.txt`` and, after the change,
 #: ``rules-half-h200.txt``), float16 ``mean`` of 2**24 took 28.1 and 28.6 us a
@@ -391,6 +394,11 @@ def _half(dtype: np.dtype) -> bool:
     return dtype.itemsize == 2 and (dtype.kind == "f" or is_bfloat16(dtype))
 
 
+def _sums(acc_dtype: np.dtype) -> bool:
+    """Whether a tuple accumulator is two float64 fields: a mean's ``(count, sum)``."""
+    return fields(acc_dtype) == (np.dtype(np.float64),) * 2
+
+
 #: The grid of the per-lane fold of a 4-byte input's accumulators under 32
 #: bytes (``last_block_lanes``, 8 items, blocks of 256) past the L2, in waves
 #: of :meth:`DeviceInfo.max_grid`: five blocks an SM of the eight that 256
@@ -400,6 +408,20 @@ def _half(dtype: np.dtype) -> bool:
 #: and int32 argmax, argmin and minmax, the other accumulators of the rule,
 #: such as nanargmax's and int32 mean's, not).
 LANES_WAVE = 0.625
+
+#: The layout of a half-precision mean inside the L2: its ``(count, sum)``
+#: folded per lane, 16 items a lane, in blocks of 256 on the five blocks an SM
+#: of :data:`LANES_WAVE`, one launch. On an H100 (``bench/rules.py``,
+#: 2026-12-07, ``docs/performance/rules-means-h100.txt``; a call waited for,
+#: then back to back; PyTorch's in brackets) float16 ``mean`` of 2**24 took
+#: 24.9 and 12.4 us against 27.1 and 14.4 with the blocks of 512 on one wave of
+#: :data:`HALF_BLOCK` (23.7 and 13.3), bfloat16 30.1 and 14.9 against 31.7 and
+#: 14.8 (24.4 and 13.1); on an H200 (2026-12-04,
+#: ``docs/performance/rules-means-h200.txt``) float16 30.5 and 17.6 against
+#: 31.0 and 16.5 (27.8 and 15.8), bfloat16 30.0 and 16.6 against 37.5 and 21.2
+#: (24.7 and 15.9). It was the fastest layout of the runs' 15 at a call waited
+#: for on both GPUs. argmax's and minmax's pairs keep :data:`HALF_BLOCK`.
+HALF_MEAN = Auto("last_block_lanes", 16, 256, LANES_WAVE)
 
 
 def _tuple_rule(in_dtype: np.dtype, acc_dtype: np.dtype, streaming: bool,

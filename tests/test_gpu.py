@@ -152,6 +152,47 @@ def test_half_precision_sums_in_and_past_the_l2_cache():
         assert torch.equal(whole, keep)
 
 
+def test_half_precision_means_in_and_past_the_l2_cache():
+    """float16 and bfloat16 means inside the L2 fold their (count, sum) per
+    lane in blocks of 256 on up to five blocks an SM (planner.HALF_MEAN), one
+    launch that also finishes; past the L2 their own rule. Each is a float32
+    tensor (docs/semantics.md): NumPy's float64 mean of the values rounded
+    once, within a float32 run's rounding; NaN where an element is; the input
+    untouched."""
+    import torch
+
+    from pyreduce import backends, structured
+    from pyreduce.dtypes import BFLOAT16
+    from pyreduce.planner import HALF_MEAN
+
+    device = backends.get("cuda").device()
+    large = device.l2_bytes // 2 + 3 * 4096 + 7
+    rng = np.random.default_rng(12)
+    host = (rng.standard_normal(large + 3) + 0.5).astype(np.float32)
+    for tdt, dt in ((torch.float16, np.dtype(np.float16)), (torch.bfloat16, BFLOAT16)):
+        whole = torch.as_tensor(host, device="cuda").to(tdt)
+        ref = whole.float().cpu().numpy().astype(np.float64)
+        keep = whole.clone()
+        monoid = structured.moments_monoid(dt, "mean")
+        for n in (1000, 3 * 4096 + 5, device.l2_bytes // 4, large):
+            for offset in (0, 1, 3):
+                x = whole[offset:offset + n]
+                e = pyreduce.explain(x, monoid, backend="cuda")
+                inside = n * 2 <= device.l2_bytes
+                assert ((e.plan.spec.variant, e.plan.spec.block) ==
+                        (HALF_MEAN.variant, HALF_MEAN.block)) == inside, (n, offset)
+                want = ref[offset:offset + n].mean()
+                got = pyreduce.mean(x, backend="cuda")
+                assert got.dtype == torch.float32 and got.shape == ()
+                tol = 2.0**-23 * abs(want) + 1e-6 * np.abs(ref[offset:offset + n]).mean()
+                assert abs(float(got) - want) <= tol, (tdt, n, offset, float(got), want)
+        y = whole[:large].clone()
+        y[large // 3] = float("nan")
+        assert np.isnan(float(pyreduce.mean(y[:device.l2_bytes // 4], backend="cuda")))
+        assert np.isnan(float(pyreduce.mean(y, backend="cuda")))
+        assert torch.equal(whole, keep)
+
+
 # --------------------------------------------------------------------------
 # Numba device arrays
 

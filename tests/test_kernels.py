@@ -605,14 +605,15 @@ def test_auto_tuple_accumulators_keep_more_loads_in_flight():
 
 
 def test_auto_half_precision_pairs_in_the_cache_take_blocks_of_512():
-    """A float16 or bfloat16 input's two-field accumulators (mean's, argmax's)
-    inside the L2 run one launch in blocks of 512 on one wave
-    (planner.HALF_BLOCK), folded per lane where the op may be reordered; past
-    the L2, int16 and float32 in the cache, and a tuning's block size keep
-    their own."""
+    """A float16 or bfloat16 input's two-field accumulators (argmax's,
+    minmax's) inside the L2 run one launch in blocks of 512 on one wave
+    (planner.HALF_BLOCK), folded per lane where the op may be reordered; a
+    mean's in blocks of 256 on five blocks an SM (planner.HALF_MEAN); past the
+    L2, int16 and float32 in the cache, and a tuning's block size keep their
+    own."""
     from pyreduce import structured
     from pyreduce.dtypes import BFLOAT16
-    from pyreduce.planner import HALF_BLOCK
+    from pyreduce.planner import HALF_BLOCK, HALF_MEAN, LANES_WAVE
 
     l2 = H100_L2.l2_bytes
 
@@ -627,11 +628,19 @@ def test_auto_half_precision_pairs_in_the_cache_take_blocks_of_512():
     for dt in (np.dtype(np.float16), BFLOAT16):
         for monoid in (mean, structured.argmax_monoid):
             p = plan(monoid, dt, l2 // 2)
+            block = 256 if monoid is mean else HALF_BLOCK
             assert (p.spec.variant, p.spec.block, p.spec.items) == (
-                "last_block_lanes", HALF_BLOCK, 16)
-            assert p.grid <= H100_L2.max_grid(HALF_BLOCK) and p.passes == 1
+                "last_block_lanes", block, 16)
+            wave = H100_L2.max_grid(block) * (LANES_WAVE if monoid is mean else 1)
+            assert p.grid <= wave and p.passes == 1
             assert plan(monoid, dt, 3 * l2 // 2).spec.block == H100_L2.default_block
             assert plan(monoid, dt, l2 // 2, Tuning(block_size=128)).spec.block == 128
+        # the mean's grid: up to five blocks of 256 an SM (planner.LANES_WAVE),
+        # more than the four of one wave of 512 threads
+        p = plan(mean, dt, l2 // 2)
+        assert (p.spec.variant, p.spec.block, p.spec.items) == (
+            HALF_MEAN.variant, HALF_MEAN.block, HALF_MEAN.items)
+        assert H100_L2.max_grid(HALF_BLOCK) < p.grid <= H100_L2.max_grid(256) * LANES_WAVE
     # minmax's pair too
     p = plan(structured.minmax_monoid, np.dtype(np.float16), l2 // 2)
     assert (p.spec.variant, p.spec.block) == ("last_block_lanes", HALF_BLOCK)

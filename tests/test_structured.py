@@ -782,3 +782,27 @@ def test_correction_that_is_not_a_number_is_named():
     with pytest.raises(TypeError, match="correction= must be a real number"):
         pyreduce.var(x, correction="a", backend="cpu")
     assert pyreduce.var(x, correction=1, backend="cpu") == np.var(x, correction=1)
+
+
+def test_a_moments_monoid_is_made_once_and_bad_arguments_are_still_named():
+    """moments_monoid remembers its monoids by the arguments as given (a
+    repeat's host time), at most _MOMENTS_LIMIT of them; arguments it refuses
+    are refused on every call, hashable or not, and each ddof keeps its own."""
+    from pyreduce import structured
+
+    dt = np.dtype(np.float32)
+    assert structured.moments_monoid(dt, "var", 1) is structured.moments_monoid(dt, "var", 1)
+    assert structured.moments_monoid(dt, "var", 2).finisher.ddof == 2.0
+    assert structured.moments_monoid(dt, "mean", result=np.float64).finisher.dtype == np.float64
+    for _ in range(2):
+        with pytest.raises(TypeError, match="ddof"):
+            structured.moments_monoid(dt, "var", "1")
+        with pytest.raises(TypeError, match="ddof"):
+            structured.moments_monoid(dt, "var", [1])
+        with pytest.raises(ValueError, match="statistic"):
+            structured.moments_monoid(dt, "median")
+    for ddof in range(structured._MOMENTS_LIMIT + 10):
+        assert structured.moments_monoid(dt, "std", ddof).finisher.ddof == ddof
+    assert len(structured._MOMENTS) <= structured._MOMENTS_LIMIT
+    x = np.arange(10.0)
+    assert float(pyreduce.var(x, ddof=3, backend="cpu")) == pytest.approx(np.var(x, ddof=3))
