@@ -12,6 +12,8 @@
   compute, is timed by);
 * :func:`per_call_us` and :func:`burst_us`: the host's cost of a call, the best
   of rounds or the median over bursts that never fill the GPU's queue;
+* :func:`ready_span_us`: a call's time to a ready result and the GPU's span
+  around it, from CUDA events;
 * :func:`fresh_process`: a command in a new process, timed from outside;
 * :func:`steady_gpu`: the GPU's clocks up and pyreduce's launch path in its
   steady state, before a study times its first case.
@@ -143,6 +145,41 @@ def interleaved_seconds(fns: dict, calls=10, rounds=7, warm_seconds=0.05) -> dic
                 fns[name]()
             times[name].append((time.perf_counter() - t0) / count[name])
     return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def ready_span_us(call, events: str = "cupy", reps: int = 300) -> tuple:
+    """Medians of a call's time to a ready result (after a synchronisation, to
+    the end of an event recorded after it) and of the GPU's span between
+    events recorded before and after it (it holds the host's time before the
+    launch, which the GPU waits for), in us: CuPy's events on its current
+    stream, or PyTorch's on its own (``events="torch"``)."""
+    if events == "torch":
+        import torch
+
+        stream, sync = torch.cuda.current_stream(), torch.cuda.synchronize
+        e0, e1 = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+
+        def elapsed_ms():
+            return e0.elapsed_time(e1)
+    else:
+        import cupy as cp
+
+        stream, sync = cp.cuda.get_current_stream(), cp.cuda.Device().synchronize
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+
+        def elapsed_ms():
+            return cp.cuda.get_elapsed_time(e0, e1)
+    ready, span = [], []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        e0.record(stream)
+        call()
+        e1.record(stream)
+        e1.synchronize()
+        ready.append((time.perf_counter() - t0) * 1e6)
+        span.append(elapsed_ms() * 1e3)
+    return float(np.median(ready)), float(np.median(span))
 
 
 def median_seconds(fn, reps: int) -> float:

@@ -39,7 +39,7 @@ def main() -> int:
     import cupy as cp
     import torch
 
-    from _timing import steady_gpu
+    from _timing import ready_span_us, steady_gpu
 
     import pyreduce
     from pyreduce import callmemo
@@ -110,8 +110,8 @@ def main() -> int:
                 rows[regime].append([(marks[m] - t0) * 1e6 for m in STAGES] + [(t1 - t0) * 1e6])
         entry.run, runner.new, fp.launch = runner, maker, real_launch
         sync()
-        ready, span = _events(lambda: f(x), cp)
-        peer_ready, peer_span = _events(peer, cp)
+        ready, span = ready_span_us(lambda: f(x))
+        peer_ready, peer_span = ready_span_us(peer)
         for regime, found in rows.items():
             m = np.median(np.array(found), axis=0)
             print(f"{fn} {dt} {kind} {regime:5s}: express at {m[0]:.1f}  reserved {m[1]:.1f}  "
@@ -120,23 +120,6 @@ def main() -> int:
               f"span {peer_span:.1f}", flush=True)
     return 0
 
-
-def _events(call, cp, reps: int = 300) -> tuple:
-    """Medians of a call's time to a ready result (after a synchronisation) and
-    of the GPU's span between events recorded before and after it, in us."""
-    stream = cp.cuda.get_current_stream()
-    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-    ready, span = [], []
-    for _ in range(reps):
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        e0.record(stream)
-        call()
-        e1.record(stream)
-        e1.synchronize()
-        ready.append((time.perf_counter() - t0) * 1e6)
-        span.append(cp.cuda.get_elapsed_time(e0, e1) * 1e3)
-    return float(np.median(ready)), float(np.median(span))
 
 
 if __name__ == "__main__":

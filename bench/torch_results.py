@@ -1,15 +1,17 @@
-"""What making a PyTorch result after the launch is worth: calls given a
-PyTorch tensor, each waited for (``torch.cuda.synchronize``), with the result
-tensor taken from the spare the call before made after its launch (``spare``,
-pyreduce's own rule: inputs past the L2 cache) and made before the launch
-(``before``, what every call did without it, but for the few tenths of a
-microsecond of the spare's lookup, which it still runs), PyTorch's own call
-beside them, the three taking turns in every round, always in the same cyclic
-order (``_timing.interleaved_seconds``).
+"""What making a PyTorch result after the launch is worth, by size: calls given
+a PyTorch tensor, each waited for, with the result tensor taken from the spare
+the call before made after its launch (``spare``) and made before the launch
+(``before``), PyTorch's own call beside them. Each is the same remembered call
+(its express runner), told which way to make its result, so both columns run
+at every size whatever pyreduce's rule (``SPARE_BYTES`` of
+:mod:`pyreduce.backends.express`, printed as ``rule``). A call's time to a
+ready result (from before the call to the end of an event recorded after it)
+and the GPU's span between events before and after it, medians of ``--calls``
+calls, in ``--rounds`` rounds, the two ways taking turns first.
 
     NUMBA_ENABLE_CUDASIM=0 python bench/torch_results.py --out torch-results.json
 
-``docs/performance/torch-results-h200.json`` is a run on an H200
+``docs/performance/torch-spare-h100.txt`` and ``.json`` are a run on an H100
 (:class:`pyreduce.backends.results.TorchResults`, ``docs/backends.md``).
 """
 
@@ -23,65 +25,63 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _report import add_row, has_cuda, meta  # noqa: E402
 
 #: (function, dtype, log2 of the length): bfloat16's only way in is a tensor
-CASES = [("sum", "bfloat16", 24), ("mean", "bfloat16", 24), ("sum", "float16", 24),
-         ("mean", "float16", 24), ("argmax", "float32", 24), ("sum", "bfloat16", 26),
-         ("mean", "bfloat16", 26), ("sum", "float32", 20), ("sum", "float32", 10)]
+CASES = [(fn, dt, log2) for log2 in (12, 20, 22, 24, 25)
+         for fn, dt in (("sum", "bfloat16"), ("mean", "bfloat16"), ("sum", "float32"))]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", help="the JSON, written after every case")
-    p.add_argument("--rounds", type=int, default=31)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--calls", type=int, default=300)
     args = p.parse_args(argv)
     if not has_cuda():
         raise SystemExit("torch_results.py needs a CUDA GPU (and NUMBA_ENABLE_CUDASIM unset "
                          "or 0)")
+    import numpy as np
     import torch
 
-    from _timing import interleaved_seconds, steady_gpu
+    from _timing import ready_span_us, steady_gpu
 
     import pyreduce
-    from pyreduce.backends import results
-
-    spare_array = results.TorchResults.array
-
-    def before_array(self, token, shape, dtype, address):  # no spare left for the next call
-        return token[0]
+    from pyreduce import callmemo
 
     steady_gpu()
-    sync = torch.cuda.synchronize
     data = {"meta": meta(("numpy", "numba-cuda", "torch"), via="numba"), "rows": []}
     for fn, dt, log2 in CASES:
         g = torch.Generator(device="cuda").manual_seed(1)
         t = torch.randn(2**log2, device="cuda", generator=g).to(getattr(torch, dt))
-        ours, theirs = getattr(pyreduce, fn), getattr(torch, fn)
-        got, want = ours(t), theirs(t)
+        ours, theirs = getattr(pyreduce, fn), getattr(t, fn)
+        callmemo.clear()
+        got, want = ours(t), theirs()
         if not isinstance(got, torch.Tensor):
             raise SystemExit(f"{fn} of a tensor gave a {type(got).__name__}, not a tensor")
         agrees = bool(torch.allclose(got.double(), want.double(), rtol=2e-2, atol=1e-3))
-
-        def call(array):
-            def timed():
-                results.TorchResults.array = array
-                ours(t)
-                sync()
-            return timed
-
-        def peer():
-            results.TorchResults.array = spare_array  # the same class write as the others
-            theirs(t)
-            sync()
-
+        for _ in range(50):
+            ours(t)
+        (entry,) = callmemo._MEMO._data.values()  # the call's remembered runner
+        runner = entry.run
+        rule = runner.spare
+        found: dict = {"spare": [], "before": [], "torch": []}
         try:
-            s = interleaved_seconds({"spare": call(spare_array), "before": call(before_array),
-                                     "torch": peer}, calls=40, rounds=args.rounds)
+            for k in range(args.rounds):
+                for way in (("before", "spare") if k % 2 == 0 else ("spare", "before")):
+                    runner.spare = way == "spare"
+                    for _ in range(20):
+                        ours(t)
+                    found[way].append(ready_span_us(lambda: ours(t), "torch", args.calls))
+                found["torch"].append(ready_span_us(theirs, "torch", args.calls))
         finally:
-            results.TorchResults.array = spare_array
-        row = {"function": fn, "dtype": dt, "n": 2**log2, "agrees": agrees,
-               "us": {k: round(v * 1e6, 2) for k, v in s.items()}}
-        us = row["us"]
-        add_row(data, row, f"{fn} {dt} 2**{log2}: spare {us['spare']:.1f}  before "
-                f"{us['before']:.1f}  torch {us['torch']:.1f} us  agrees {agrees}", args.out)
+            runner.spare = rule
+        m = {k: np.median(np.array(v), axis=0) for k, v in found.items()}
+        row = {"function": fn, "dtype": dt, "n": 2**log2, "agrees": agrees, "rule_spare": rule,
+               "ready_us": {k: round(float(v[0]), 2) for k, v in m.items()},
+               "span_us": {k: round(float(v[1]), 2) for k, v in m.items()}}
+        r, s = row["ready_us"], row["span_us"]
+        add_row(data, row, f"{fn} {dt} 2**{log2} (rule: spare {rule}): before ready "
+                f"{r['before']:.1f} span {s['before']:.1f} | spare ready {r['spare']:.1f} "
+                f"span {s['spare']:.1f} | torch ready {r['torch']:.1f} span {s['torch']:.1f} us"
+                f"  agrees {agrees}", args.out)
     return 0
 
 

@@ -41,3 +41,46 @@ def test_kernel_times_sum_each_kernels_time_a_call(tmp_path):
     data = {"rows": []}
     _report.add_row(data, row, text, str(tmp_path / "k.json"))
     assert _report.load(str(tmp_path / "k.json"))["rows"] == [row]
+
+
+def test_ready_span_us_takes_medians_of_events_in_microseconds(monkeypatch):
+    """bench/_timing.ready_span_us on stand-ins for CuPy's and PyTorch's events:
+    each call between two recorded events on the current stream after a
+    synchronisation, the GPU's span converted from milliseconds, medians."""
+    import types
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import _timing
+    finally:
+        sys.path.pop(0)
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self, stream):
+            log.append(("record", stream))
+            self.at = len(log)
+
+        def synchronize(self):
+            log.append("wait")
+
+        def elapsed_time(self, end):  # PyTorch's: milliseconds
+            return (end.at - self.at) * 0.5
+
+    cuda = types.SimpleNamespace(
+        get_current_stream=lambda: "cs", Event=Event,
+        Device=lambda: types.SimpleNamespace(synchronize=lambda: log.append("sync")),
+        get_elapsed_time=lambda a, b: a.elapsed_time(b))
+    tcuda = types.SimpleNamespace(current_stream=lambda: "ts", Event=Event,
+                                  synchronize=lambda: log.append("sync"))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=tcuda))
+    for events, stream in (("cupy", "cs"), ("torch", "ts")):
+        log.clear()
+        ready, span = _timing.ready_span_us(lambda: log.append("call"), events, reps=3)
+        assert log[:5] == ["sync", ("record", stream), "call", ("record", stream), "wait"]
+        assert len(log) == 15 and span == 1000.0  # two log entries apart: 1 ms
+        assert 0 < ready < 1e6

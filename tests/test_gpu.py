@@ -1108,23 +1108,24 @@ def test_cupy_results_are_ordered_on_the_current_stream():
     np.testing.assert_allclose(float(total), 100 * (2 * h).sum(dtype=np.float64), rtol=1e-6)
 
 
-def test_torch_repeats_past_the_l2_take_the_spare_of_the_call_before():
-    """A tensor's repeat past the L2 returns the result tensor its call before
-    made after that call's launch (``pyreduce.backends.results.TorchResults``),
-    each call its own tensor with its own value, also on another current
-    stream; inside the L2 no spare is kept."""
+def test_torch_repeats_of_spare_bytes_or_more_take_the_spare_of_the_call_before():
+    """A tensor's repeat of at least SPARE_BYTES (inside the L2 too) returns
+    the result tensor its call before made after that call's launch
+    (``pyreduce.backends.results.TorchResults``), each call its own tensor with
+    its own value, also on another current stream; below it no spare is kept."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch without CUDA")
     from pyreduce.backends import results
+    from pyreduce.backends.express import SPARE_BYTES
 
     results._TORCH_SPARES.clear()
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    small = torch.arange(1000, dtype=torch.float32, device="cuda")
+    m = SPARE_BYTES // 4 - 1
+    small = torch.arange(m, dtype=torch.int32, device="cuda")
     for _ in range(3):
-        assert float(pyreduce.sum(small)) == 499500.0
+        assert int(pyreduce.sum(small)) == m * (m - 1) // 2
     assert not results._TORCH_SPARES
-    n = 2 * l2 // 4 + 1000
+    n = SPARE_BYTES // 4
     g = torch.Generator(device="cuda").manual_seed(3)
     x = torch.randint(-1000, 1000, (n,), device="cuda", generator=g, dtype=torch.int32)
     outs, values = [], []

@@ -30,7 +30,7 @@ from .fastpath import (
 )
 from .results import maker, parts
 
-__all__ = ["Express", "express"]
+__all__ = ["Express", "express", "SPARE_BYTES"]
 
 
 class Express:
@@ -42,14 +42,13 @@ class Express:
                  "stride", "align", "key", "handles", "shape", "parts", "report", "spare")
 
     def __init__(self, exe, monoid, kind: str, flat, align: int, stream: int, device: int,
-                 follows: bool = False, finished=None, l2_bytes: int = 0):
+                 follows: bool = False, finished=None):
         self.exe, self.stream, self.device = exe, stream, device
         # a result whose memory comes only with its array object (a PyTorch
         # tensor's) is made after an earlier call's launch where the kernel
-        # outlasts the host's work after its own: past the L2 (on an H200 a
-        # call waited for took 3.7-4.1 us less at 64 and 128 MiB;
-        # bench/torch_results.py; pyreduce.backends.results.TorchResults)
-        self.spare = bool(l2_bytes) and flat.size * flat.dtype.itemsize > l2_bytes
+        # outlasts the host's work after its own (SPARE_BYTES;
+        # pyreduce.backends.results.TorchResults)
+        self.spare = flat.size * flat.dtype.itemsize >= SPARE_BYTES
         self.pool = exe.pool(stream)
         # what a device result is made as: of ``shape``, cut into ``parts`` of
         # that shape where the kernel writes several results (None: it is one)
@@ -133,6 +132,20 @@ class Express:
             pool.append(ws)
 
 
+#: The input bytes from which a repeat's PyTorch result is the tensor the call
+#: before made after its launch (:class:`pyreduce.backends.results.TorchResults`):
+#: from there the kernel outlasts the host's work after the launch. On an H100
+#: (2026-12-07, ``bench/torch_results.py``, ``docs/performance/torch-spare-h100.txt``:
+#: tensors, each call waited for, timed by CUDA events, the two ways taking
+#: turns in three rounds) a call waited for took 1.7-2.2 us less at 8 and 16
+#: MiB (bfloat16 ``sum`` of 2**22 25.1 us against 26.8, PyTorch 23.6), 2.2-4.2
+#: less at 32 and 64 MiB (bfloat16 ``sum`` of 2**24 28.1 against 30.3, PyTorch
+#: 27.9); at 2 and 4 MiB between 0.3 more and 2.0 less, and 0.5-2.4 more at 8
+#: and 16 KiB, where the kernel ends before the host's work does. (The rule
+#: before took the spare past the L2 only.)
+SPARE_BYTES = 2**23
+
+
 def _finished(value):
     """A value the kernel finished: as it is read back."""
     return value
@@ -159,5 +172,4 @@ def express(backend, call, device: int, finished=None) -> Express | None:
         return None
     return Express(exe, call.monoid, call.info.kind, call.flat, backend.alignment(call.flat),
                    call.stream, device, finished is not None or call.follows(call.info),
-                   None if finished is None else finished[1:],
-                   getattr(backend.device(), "l2_bytes", 0))
+                   None if finished is None else finished[1:])
