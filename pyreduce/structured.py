@@ -435,7 +435,8 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0, result=None) -> Mono
     float64 or complex128 result is computed as NumPy computes it in that
     dtype, without the float32 runs of float32 and half-precision input
     (:attr:`pyreduce.spec.KernelSpec.f32_tiles`)."""
-    key = (dtype, statistic, ddof, result)
+    # ddof's type too: a value equal to a good one (1+0j, Decimal(1)) is refused
+    key = (dtype, statistic, type(ddof), ddof, result)
     try:  # a repeat's monoid, without the checks (a tenth of a call's host time)
         found = _MOMENTS.get(key)
     except TypeError:  # an unhashable argument: the checks below name it

@@ -795,8 +795,10 @@ def test_a_moments_monoid_is_made_once_and_bad_arguments_are_still_named():
     assert structured.moments_monoid(dt, "var", 2).finisher.ddof == 2.0
     assert structured.moments_monoid(dt, "mean", result=np.float64).finisher.dtype == np.float64
     for _ in range(2):
-        with pytest.raises(TypeError, match="ddof"):
-            structured.moments_monoid(dt, "var", "1")
+        # values equal to a ddof already remembered, of types refused
+        for bad in ("1", 1 + 0j, np.complex128(1), np.True_):
+            with pytest.raises(TypeError, match="ddof"):
+                structured.moments_monoid(dt, "var", bad)
         with pytest.raises(TypeError, match="ddof"):
             structured.moments_monoid(dt, "var", [1])
         with pytest.raises(ValueError, match="statistic"):
