@@ -141,9 +141,9 @@ class Express:
 #: MiB (bfloat16 ``sum`` of 2**22 25.1 us against 26.8, PyTorch 23.6), 2.2-4.2
 #: less at 32 and 64 MiB (bfloat16 ``sum`` of 2**24 28.1 against 30.3, PyTorch
 #: 27.9) but for bfloat16 ``mean`` of 2**25 (59.9 against 54.7, past the L2,
-#: where the rule before took the spare too); at 2 and 4 MiB between 0.3 more and 2.0 less, and 0.5-2.4 more at 8
-#: and 16 KiB, where the kernel ends before the host's work does. (The rule
-#: before took the spare past the L2 only.)
+#: where the rule before took the spare too); at 2 and 4 MiB between 0.3 more
+#: and 2.0 less, and 0.5-2.4 more at 8 and 16 KiB, where the kernel ends before
+#: the host's work does. (The rule before took the spare past the L2 only.)
 SPARE_BYTES = 2**23
 
 
