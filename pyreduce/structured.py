@@ -59,6 +59,7 @@ import numbers
 import numpy as np
 
 from . import finishers
+from .cache import Memo
 from .dtypes import (
     check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
 )
@@ -441,20 +442,15 @@ def moments_monoid(dtype: np.dtype, statistic: str, ddof=0, result=None) -> Mono
         found = _MOMENTS.get(key)
     except TypeError:  # an unhashable argument: the checks below name it
         found = key = None
-    if found is not None:
-        return found
-    found = _checked_moments_monoid(dtype, statistic, ddof, result)
-    if key is not None:
-        if len(_MOMENTS) >= _MOMENTS_LIMIT:
-            _MOMENTS.clear()
-        _MOMENTS[key] = found
+    if found is None:
+        found = _checked_moments_monoid(dtype, statistic, ddof, result)
+        if key is not None:
+            _MOMENTS.put(key, found)
     return found
 
 
-#: :func:`moments_monoid`'s monoids by its arguments as given, at most
-#: :data:`_MOMENTS_LIMIT` of them (ddof is the user's)
-_MOMENTS: dict = {}
-_MOMENTS_LIMIT = 256
+#: :func:`moments_monoid`'s monoids by its arguments as given (ddof is the user's)
+_MOMENTS = Memo("moments monoids", 256)
 
 
 def _checked_moments_monoid(dtype, statistic: str, ddof, result) -> Monoid:

@@ -786,7 +786,7 @@ def test_correction_that_is_not_a_number_is_named():
 
 def test_a_moments_monoid_is_made_once_and_bad_arguments_are_still_named():
     """moments_monoid remembers its monoids by the arguments as given (a
-    repeat's host time), at most _MOMENTS_LIMIT of them; arguments it refuses
+    repeat's host time) in a bounded memo; arguments it refuses
     are refused on every call, hashable or not, and each ddof keeps its own."""
     from pyreduce import structured
 
@@ -803,8 +803,8 @@ def test_a_moments_monoid_is_made_once_and_bad_arguments_are_still_named():
             structured.moments_monoid(dt, "var", [1])
         with pytest.raises(ValueError, match="statistic"):
             structured.moments_monoid(dt, "median")
-    for ddof in range(structured._MOMENTS_LIMIT + 10):
+    for ddof in range(structured._MOMENTS.maxsize + 10):
         assert structured.moments_monoid(dt, "std", ddof).finisher.ddof == ddof
-    assert len(structured._MOMENTS) <= structured._MOMENTS_LIMIT
+    assert len(structured._MOMENTS._data) <= structured._MOMENTS.maxsize
     x = np.arange(10.0)
     assert float(pyreduce.var(x, ddof=3, backend="cpu")) == pytest.approx(np.var(x, ddof=3))
