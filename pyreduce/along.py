@@ -38,7 +38,7 @@ from .ops import Monoid
 from .planner import DEFAULT_TUNING as _DEFAULT  # the tuning of a call that names none
 from .prepared import prepare
 
-__all__ = ["reduce", "one_value", "repeat", "place", "fill_masked"]
+__all__ = ["reduce", "one_value", "repeat_shape", "place", "fill_masked"]
 
 
 def _results(finished) -> tuple:
@@ -139,14 +139,14 @@ def repeat_axes(info: Input, monoid: Monoid, axes: tuple, keepdims: bool, dtype,
     return callmemo.MISS if k is None else callmemo.run(k, info, monoid, device_result)
 
 
-def repeat(info: Input, monoid: Monoid, tuning, device_result: bool = True):
-    """The one value of a plain call of a structured reduction (no keyword but
-    ``device_result``) of a device input made by its remembered decisions
-    (:mod:`pyreduce.callmemo`), or :data:`~pyreduce.callmemo.MISS`: what
-    :func:`one_value` does for a repeat, without the checks of a call that
-    may be new (``device_result``: a device array, else a NumPy scalar)."""
-    k = _call_shape(info, monoid, (), None, "auto", tuning, None)
-    return callmemo.MISS if k is None else callmemo.run(k, info, monoid, device_result)
+def repeat_shape(info: Input, monoid: Monoid, tuning):
+    """The call shape of a plain call of a structured reduction (no keyword but
+    ``device_result``) of a device input, under which :func:`one_value`
+    remembered its decisions: ``pyreduce.callmemo.run(k, info, monoid,
+    device_result)`` makes its one value (``device_result``: a device array,
+    else a NumPy scalar) without the checks of a call that may be new. None for
+    a host input."""
+    return _call_shape(info, monoid, (), None, "auto", tuning, None)
 
 
 def fill_masked(info: Input, fill) -> Input:

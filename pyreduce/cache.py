@@ -158,6 +158,9 @@ class Memo:
         self.maxsize = _check_size(maxsize)
         self._data: collections.OrderedDict = collections.OrderedDict()
         self._owners: dict = {}  # key -> weak reference to what the entry is for
+        #: ``peek(key, default=None)``: :meth:`get` without marking the entry used
+        #: (a hit does not keep it from being dropped first): one dict lookup
+        self.peek = self._data.get
         MEMOS[name] = self
 
     def get(self, key, default=None):

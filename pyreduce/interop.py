@@ -303,6 +303,8 @@ def _reader_for(cls):
 
 
 _READERS: dict = {}  # type -> (reader, kind)
+#: ``reader_of(type)``: ``(reader, kind)`` of a device array type read before, or None
+reader_of = _READERS.get
 
 
 def _reader(cls):

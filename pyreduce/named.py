@@ -6,7 +6,7 @@ others through :func:`pyreduce.general.reduce`'s path."""
 
 from __future__ import annotations
 
-from . import structured
+from . import plaincalls, structured
 from .dtypes import default_accumulator
 from .general import (KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, check_keywords,
                       warn_complex_to_real)
@@ -26,6 +26,13 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
            allowed=KEYWORDS):
     """The named reduction ``name`` (``sum``, ...) with ``op``; ``kwargs`` are
     the keywords it passes on to ``reduce``, of those ``allowed``."""
+    # the array and device_result alone: a repeat by the array's attributes
+    bare = (axis is None and dtype is None and out is None and keepdims is False
+            and identity is None and initial is None and _bare(kwargs))
+    if bare:
+        found = plaincalls.run((name, op), x, kwargs.get("device_result"))
+        if found is not _MISS:
+            return found
     info = inspect(x, masked=True)
     acc = dtype_rule(info.dtype) if dtype is None else dtype
     if out is None and _PLAIN.issuperset(kwargs) and allowed.issuperset(kwargs):
@@ -33,15 +40,23 @@ def _named(name, op, dtype_rule, x, axis, dtype, out, keepdims, identity, initia
         # deterministic=True under the call shape the full path remembers it by
         det = kwargs.get("deterministic", False)
         if det is False or det is True:
-            result = _repeat(info, op, identity, initial, acc, "auto", None,
-                             checked_device_result(kwargs.get("device_result")), axis,
-                             keepdims, (_DEFAULT_TUNING, True) if det else None)[1]
+            device_result = checked_device_result(kwargs.get("device_result"))
+            k, result = _repeat(info, op, identity, initial, acc, "auto", None, device_result,
+                                axis, keepdims, (_DEFAULT_TUNING, True) if det else None)
+            if bare:
+                plaincalls.learn((name, op), device_result, info, k, op, device_result)
             if result is not _MISS:
                 return result
     kwargs = settle(name, kwargs)
     check_keywords(name, kwargs, allowed)
     return _reduce(info, op, identity, initial, acc, out=out, axis=axis, keepdims=keepdims,
                    **kwargs)
+
+
+def _bare(kwargs) -> bool:
+    """Whether ``kwargs`` hold no keyword but a plain ``device_result``
+    (:func:`pyreduce.plaincalls.plain`)."""
+    return not kwargs or (len(kwargs) == 1 and plaincalls.plain(kwargs.get("device_result", 0)))
 
 
 #: what ``any`` and ``all`` pass on: they take no dtype=, initial= or identity=

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import along, masked, selection, structured
+from . import along, callmemo, masked, plaincalls, selection, structured
 from .axes import normalize_axes
 from .general import _on_dask, _reduce, _scale_out, check_keywords
 from .callmemo import MISS
@@ -34,11 +34,19 @@ def _tuned(kwargs: dict, name: str, allowed=_TUNED) -> dict:
 
 
 def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result, kwargs,
-                allowed=_TUNED, rule=masked.NAMED, one_axis=False, fill=None):
+                allowed=_TUNED, rule=masked.NAMED, one_axis=False, fill=None, bare_name=None):
     """A structured reduction with NumPy's keywords (:mod:`pyreduce.along`):
     ``monoid(dtype)`` its accumulator; ``one_axis``: ``axis`` is an int or None,
     as for NumPy's argmax; ``fill``: what a masked element reads as along axes
-    (the argmax family)."""
+    (the argmax family); ``bare_name``: what, with the array's attributes, fixes
+    the call shape of a call with no other argument than ``device_result``
+    (:mod:`pyreduce.plaincalls`; default ``name``: var's and std's add ddof)."""
+    bare = (axis is None and out is None and keepdims is False and dtype is None
+            and not kwargs and plaincalls.plain(device_result))
+    if bare:  # a repeat by the array's attributes
+        found = plaincalls.run(bare_name or name, x, device_result)
+        if found is not MISS:
+            return found
     device_result = checked_device_result(device_result)
     info = inspect(x, masked=True)
     if (not kwargs and axis is None and out is None and not keepdims and dtype is None
@@ -48,7 +56,10 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
         m = monoid(info.dtype)
         to_device = one_value_follows(device_result, info, "auto")
         if to_device or m.finisher.read_alone:  # else finished on the host
-            found = along.repeat(info, m, _DEFAULT_TUNING, to_device)
+            k = along.repeat_shape(info, m, _DEFAULT_TUNING)
+            if bare:
+                plaincalls.learn(bare_name or name, device_result, info, k, m, to_device)
+            found = MISS if k is None else callmemo.run(k, info, m, to_device)
             if found is not MISS:
                 return found
     if (not kwargs and axis is not None and out is None and info.device is not None
@@ -236,7 +247,8 @@ def _moments(name, x, axis, dtype, out, ddof, keepdims, correction, device_resul
     ddof = structured.degrees_of_freedom(ddof, correction)
     return _structured(name, x,
                        lambda dt: structured.moments_monoid(dt, name, ddof, result=dtype),
-                       axis, keepdims, out, dtype, device_result, kwargs, _MOMENTS)
+                       axis, keepdims, out, dtype, device_result, kwargs, _MOMENTS,
+                       bare_name=(name, type(ddof), ddof))
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,

@@ -514,13 +514,14 @@ def test_an_infinite_or_nan_ddof_is_finished_as_numpy_divides(monkeypatch):
 def test_a_plain_call_goes_straight_to_its_repeat(monkeypatch):
     """A structured call with no keyword but ``device_result`` finds its
     remembered decisions without the full path's checks
-    (:func:`pyreduce.along.repeat`): each new array's own value, NumPy's
+    (:func:`pyreduce.along.repeat_shape`): each new array's own value, NumPy's
     warning on every call that earns one, and a bad keyword still refused."""
     from pyreduce import along
 
     cuda = _cuda()
-    hits, real = [0], along.repeat
-    monkeypatch.setattr(along, "repeat", lambda *a: hits.__setitem__(0, hits[0] + 1) or real(*a))
+    hits, real = [0], along.repeat_shape
+    monkeypatch.setattr(along, "repeat_shape",
+                        lambda *a: hits.__setitem__(0, hits[0] + 1) or real(*a))
     rng = np.random.default_rng(13)
     for _ in range(3):
         x = rng.standard_normal(300)

@@ -819,6 +819,51 @@ def test_cupy_inputs():
     assert pyreduce.reduce(b, np.logical_or) == bool(b.any())
 
 
+def test_bare_repeats_of_every_array_kind_take_their_own_call_shape():
+    """Calls with nothing but the array (and device_result) find their call
+    shape by the array's attributes (pyreduce.plaincalls): interleaved arrays
+    of CuPy, PyTorch and Numba of other dtypes, sizes, strides and streams each
+    get their own value, in their own library's array, every time."""
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    from numba import cuda
+
+    pyreduce.cache_clear()
+    rng = np.random.default_rng(21)
+    hosts = [rng.standard_normal(n).astype(dt) for n, dt in
+             ((2**20 + 3, np.float32), (2**20 + 3, np.float64), (4099, np.float32),
+              (2**23, np.float16))]
+    hosts.append(rng.integers(-1000, 1000, 2**20 + 1).astype(np.int32))
+    arrays = []
+    for h in hosts:
+        arrays += [(h, cp.asarray(h)), (h[::-1], cp.asarray(h)[::-1]),
+                   (h[1::3], cp.asarray(h)[1::3]), (h, torch.as_tensor(h, device="cuda")),
+                   (h, cuda.to_device(h))]
+    other = cp.cuda.Stream(non_blocking=True)
+    for rounds in range(3):
+        for h, d in arrays:
+            wide = h.astype(np.float64)
+            for name, want, rtol in (("sum", wide.sum(), 1e-3), ("max", h.max(), 0),
+                                     ("mean", wide.mean(), 1e-4), ("var", wide.var(), 1e-4),
+                                     ("argmax", h.argmax(), 0)):
+                f = getattr(pyreduce, name)
+                if rounds == 2 and isinstance(d, cp.ndarray):
+                    with other:  # CuPy's current stream another: another call shape
+                        got = f(d)
+                        assert isinstance(got, cp.ndarray)
+                else:
+                    got = f(d, device_result=False) if rounds == 1 else f(d)
+                value = float(got.item() if hasattr(got, "item") else got)
+                tol = rtol * max(1.0, float(np.abs(wide).sum()) if name == "sum" else 1.0)
+                assert abs(value - float(want)) <= tol, (name, h.dtype, h.size, type(d), value)
+            lo, hi = pyreduce.minmax(d)
+            assert (float(lo), float(hi)) == (float(h.min()), float(h.max()))
+        if rounds == 0:
+            t = torch.as_tensor(hosts[0], device="cuda")
+            assert type(pyreduce.sum(t)) is torch.Tensor
+            assert type(pyreduce.mean(cp.asarray(hosts[0]))) is cp.ndarray
+
+
 # --------------------------------------------------------------------------
 # PyTorch
 

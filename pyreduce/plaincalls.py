@@ -1,0 +1,77 @@
+"""A plain repeat's call shape from its array alone.
+
+A named reduction called with nothing but its array and ``device_result``
+(``pyreduce.sum(x)``, ``pyreduce.mean(x, device_result=False)``, ``pyreduce.var(x)``)
+has a call shape (:mod:`pyreduce.callmemo`) that its name and the array's own
+attributes decide: the accumulator, the operator, the result's placement and
+the kernel's call shape all follow from the dtype, shape, strides, stream and
+kind of array that the array's reader (:func:`pyreduce.interop.inspect`) gives.
+So the call shape those attributes were seen with is remembered by them
+(:func:`learn`, called by the full path of such a call), and a repeat on a
+device array of a type read before (:func:`run`) reads them, finds the call
+shape and runs its remembered decisions, without working the call shape out
+again: on an H100's host that is about half of a repeat's Python before its
+launch. A call shape found here that the repeat memo no longer holds (dropped,
+or :func:`pyreduce.cache_clear`) is a miss, and the call takes its full path.
+"""
+
+from __future__ import annotations
+
+from .cache import Memo
+from .callmemo import MISS
+from .callmemo import run as run_call_shape
+from .interop import Input, reader_of
+
+__all__ = ["plain", "run", "learn", "LIMIT"]
+
+#: The call shapes remembered at most, the oldest dropped first.
+LIMIT = 1024
+
+#: (name, device_result, kind, reader's dtype, shape, strides, stream) ->
+#: ``(call shape, operator, dtype, device_result)`` of :func:`pyreduce.callmemo.run`
+_SHAPES = Memo("plain call shapes", LIMIT)
+
+
+def plain(device_result) -> bool:
+    """Whether ``device_result=`` is one a plain call's key may hold as given:
+    None, True or False (a NumPy bool is checked on the full path)."""
+    return device_result is None or device_result is True or device_result is False
+
+
+def run(name, x, device_result):
+    """The result of the plain call ``name`` (a hashable name of the reduction
+    and whatever else fixes its operator) of ``x`` with ``device_result`` (see
+    :func:`plain`) by the call shape :func:`learn` was told for such an array,
+    or :data:`~pyreduce.callmemo.MISS`."""
+    found = reader_of(type(x))
+    if found is None:  # not a device array of a type read before
+        return MISS
+    read, kind = found
+    fields = read(x)
+    if fields is None:  # a host tensor
+        return MISS
+    shape = fields.shape
+    try:
+        hit = _SHAPES.peek((name, device_result, kind, fields.dtype, shape, fields.strides,
+                            fields.stream))
+    except TypeError:  # an unhashable attribute: never remembered
+        return MISS
+    if hit is None:
+        return MISS
+    k, op, dtype, follows = hit
+    return run_call_shape(k, Input(dtype, shape, None, x, fields, kind), op, follows)
+
+
+def learn(name, device_result, info: Input, k, op, follows) -> None:
+    """Remember that the plain call ``name`` with ``device_result`` of an array
+    read as ``info`` has call shape ``k``, run as
+    ``pyreduce.callmemo.run(k, info, op, follows)``. Nothing for an input
+    without device fields (a host array, the simulator's) or no call shape."""
+    fields = info.fields
+    if k is None or fields is None or info.mask is not None:
+        return
+    try:
+        _SHAPES.put((name, device_result, info.kind, fields.dtype, fields.shape, fields.strides,
+                     fields.stream), (k, op, info.dtype, follows))
+    except TypeError:
+        pass
