@@ -12,7 +12,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize("script", ["call_stages.py", "fixed_tree_finish.py", "kernel_times.py",
+@pytest.mark.parametrize("script", ["bare_calls.py", "call_stages.py", "fixed_tree_finish.py",
+                                    "kernel_times.py",
                                     "rules.py", "torch_results.py"])
 def test_without_a_gpu_it_says_so(script):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script)],
