@@ -22,10 +22,16 @@ from .callmemo import MISS
 from .callmemo import run as run_call_shape
 from .interop import Input, reader_of
 
-__all__ = ["plain", "run", "learn", "LIMIT"]
+__all__ = ["plain", "run", "learn", "LIMIT", "KINDS"]
 
-#: The call shapes remembered at most, the oldest dropped first.
+#: The call shapes remembered at most, the oldest dropped first (a hit does not
+#: refresh one: a dropped one is learnt again by its next call's full path).
 LIMIT = 1024
+
+#: The kinds of array whose attributes are looked up: the libraries' own
+#: arrays, read by their cheapest accessors. Other producers (the CUDA Array
+#: Interface's, DLPack's) are read once a call, by the full path.
+KINDS = frozenset({"cupy", "torch", "numba"})
 
 #: (name, device_result, kind, reader's dtype, shape, strides, stream) ->
 #: ``(call shape, operator, dtype, device_result)`` of :func:`pyreduce.callmemo.run`
@@ -47,6 +53,8 @@ def run(name, x, device_result):
     if found is None:  # not a device array of a type read before
         return MISS
     read, kind = found
+    if kind not in KINDS:  # read once, by the full path (a DLPack export has a cost)
+        return MISS
     fields = read(x)
     if fields is None:  # a host tensor
         return MISS
@@ -68,7 +76,7 @@ def learn(name, device_result, info: Input, k, op, follows) -> None:
     ``pyreduce.callmemo.run(k, info, op, follows)``. Nothing for an input
     without device fields (a host array, the simulator's) or no call shape."""
     fields = info.fields
-    if k is None or fields is None or info.mask is not None:
+    if k is None or fields is None or info.mask is not None or info.kind not in KINDS:
         return
     try:
         _SHAPES.put((name, device_result, info.kind, fields.dtype, fields.shape, fields.strides,

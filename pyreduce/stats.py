@@ -40,9 +40,10 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     as for NumPy's argmax; ``fill``: what a masked element reads as along axes
     (the argmax family); ``bare_name``: what, with the array's attributes, fixes
     the call shape of a call with no other argument than ``device_result``
-    (:mod:`pyreduce.plaincalls`; default ``name``: var's and std's add ddof)."""
-    bare = (axis is None and out is None and keepdims is False and dtype is None
-            and not kwargs and plaincalls.plain(device_result))
+    (:mod:`pyreduce.plaincalls`; default ``name``: var's and std's add ddof;
+    False: none, the full path)."""
+    bare = (bare_name is not False and axis is None and out is None and keepdims is False
+            and dtype is None and not kwargs and plaincalls.plain(device_result))
     if bare:  # a repeat by the array's attributes
         found = plaincalls.run(bare_name or name, x, device_result)
         if found is not MISS:
@@ -248,7 +249,8 @@ def _moments(name, x, axis, dtype, out, ddof, keepdims, correction, device_resul
     return _structured(name, x,
                        lambda dt: structured.moments_monoid(dt, name, ddof, result=dtype),
                        axis, keepdims, out, dtype, device_result, kwargs, _MOMENTS,
-                       bare_name=(name, type(ddof), ddof))
+                       # a NaN ddof equals no other: a key never found again
+                       bare_name=(name, type(ddof), ddof) if ddof == ddof else False)
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None,

@@ -168,3 +168,35 @@ def test_the_memo_keeps_at_most_its_bound(stands, monkeypatch):
         assert pyreduce.sum(x) == i
     assert len(plaincalls._SHAPES) == 3
     assert [pyreduce.sum(x) for x in xs] == list(range(6))  # the dropped ones: full path
+
+
+def test_other_producers_are_read_once_a_call(stands, monkeypatch):
+    """An array of a kind outside plaincalls.KINDS (the CUDA Array Interface's,
+    DLPack's, whose export has a cost) is read by the full path alone."""
+    inspects, runs = stands
+    reads = [0]
+
+    def counted(x):
+        reads[0] += 1
+        return _read(x)
+
+    monkeypatch.setitem(interop._READERS, Stand, (counted, "cai"))
+    x = Stand()
+    remember(runs, "a", x)
+    reads[0] = 0
+    for _ in range(3):
+        assert pyreduce.sum(x) == "a"
+    assert reads[0] == 3 and inspects[0] == 3
+    assert len(plaincalls._SHAPES) == 0
+
+
+def test_a_nan_ddof_is_not_remembered(stands):
+    """A NaN ddof equals no other, so its key would never be found again: such
+    calls take the full path without filling the memo."""
+    x = Stand()
+    for _ in range(3):
+        try:
+            pyreduce.var(x, ddof=float("nan"))
+        except Exception:  # the stand-in cannot run the full path's own decisions
+            pass
+    assert len(plaincalls._SHAPES) == 0
