@@ -10,9 +10,9 @@ So the call shape those attributes were seen with is remembered by them
 (:func:`learn`, called by the full path of such a call), and a repeat on a
 device array of a type read before (:func:`run`) reads them, finds the call
 shape and runs its remembered decisions, without working the call shape out
-again: on an H100's host that is about half of a repeat's Python before its
-launch. A call shape found here that the repeat memo no longer holds (dropped,
-or :func:`pyreduce.cache_clear`) is a miss, and the call takes its full path.
+again (``bench/bare_calls.py`` times a repeat with and without it). A call
+shape found here that the repeat memo no longer holds (dropped, or
+:func:`pyreduce.cache_clear`) is a miss, and the call takes its full path.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ LIMIT = 1024
 #: Interface's, DLPack's) are read once a call, by the full path.
 KINDS = frozenset({"cupy", "torch", "numba"})
 
-#: (name, device_result, kind, reader's dtype, shape, strides, stream) ->
-#: ``(call shape, operator, dtype, device_result)`` of :func:`pyreduce.callmemo.run`
+#: :func:`_key` -> ``(call shape, operator, dtype, device_result)`` of
+#: :func:`pyreduce.callmemo.run`
 _SHAPES = Memo("plain call shapes", LIMIT)
 
 
@@ -58,16 +58,14 @@ def run(name, x, device_result):
     fields = read(x)
     if fields is None:  # a host tensor
         return MISS
-    shape = fields.shape
     try:
-        hit = _SHAPES.peek((name, device_result, kind, fields.dtype, shape, fields.strides,
-                            fields.stream))
+        hit = _SHAPES.peek(_key(name, device_result, kind, fields))
     except TypeError:  # an unhashable attribute: never remembered
         return MISS
     if hit is None:
         return MISS
     k, op, dtype, follows = hit
-    return run_call_shape(k, Input(dtype, shape, None, x, fields, kind), op, follows)
+    return run_call_shape(k, Input(dtype, fields.shape, None, x, fields, kind), op, follows)
 
 
 def learn(name, device_result, info: Input, k, op, follows) -> None:
@@ -79,7 +77,14 @@ def learn(name, device_result, info: Input, k, op, follows) -> None:
     if k is None or fields is None or info.mask is not None or info.kind not in KINDS:
         return
     try:
-        _SHAPES.put((name, device_result, info.kind, fields.dtype, fields.shape, fields.strides,
-                     fields.stream), (k, op, info.dtype, follows))
+        _SHAPES.put(_key(name, device_result, info.kind, fields), (k, op, info.dtype, follows))
     except TypeError:
         pass
+
+
+def _key(name, device_result, kind, fields) -> tuple:
+    """The key of a plain call ``name`` of an array of ``kind`` read as
+    ``fields`` (the reader's dtype, before :func:`pyreduce.interop.inspect`
+    names it)."""
+    return (name, device_result, kind, fields.dtype, fields.shape, fields.strides,
+            fields.stream)
