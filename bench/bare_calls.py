@@ -14,9 +14,10 @@ ready result beside them (CuPy's ``x.sum()``, PyTorch's ``torch.sum(t)``, ...).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import has_cuda  # noqa: E402
@@ -35,7 +36,7 @@ def ready_us(fn, sync, calls: int = 200) -> float:
         fn()
         sync()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+    return float(np.median(times)) * 1e6
 
 
 def main() -> int:
@@ -78,8 +79,8 @@ def main() -> int:
                         switched(on)
                         times[on].append((burst_us(call, sync, rounds=10), ready_us(call, sync)))
                 switched(True)
-                host = [statistics.median(t[0] for t in times[on]) for on in (False, True)]
-                ready = [statistics.median(t[1] for t in times[on]) for on in (False, True)]
+                host = [float(np.median([t[0] for t in times[on]])) for on in (False, True)]
+                ready = [float(np.median([t[1] for t in times[on]])) for on in (False, True)]
                 peer = getattr(a, name) if label.startswith("cupy") else \
                     (lambda g=torch_peer[name], a=a: g(a))
                 print(f"{label:<15} {name:<7} host {host[0]:6.2f} -> {host[1]:6.2f}   "

@@ -8,7 +8,7 @@ device (what device time is measured on) and ``host()`` returns a host scalar
 (what call latency is measured on). Everything a call needs (output buffers,
 temporary storage, compiled objects, wrapped arrays) is made before timing.
 
-The other studies' peers are here too: :func:`statistic` (``statistics.py``),
+The other studies' peers are here too: :func:`statistic` (``structured_calls.py``),
 :func:`matrix_calls` and :func:`segmented_calls` (``axes.py``) and
 :func:`host_calls` (``host_input.py``); :func:`to_host` brings any library's
 result to the host.
@@ -227,7 +227,7 @@ def to_host(v):
     return np.asarray(v)
 
 
-# --- the statistics (statistics.py)
+# --- the statistics (structured_calls.py)
 
 #: The libraries the statistics are compared across.
 STAT_LIBS = ["pyreduce", "cupy", "torch"]

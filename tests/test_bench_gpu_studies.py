@@ -85,3 +85,11 @@ def test_ready_span_us_takes_medians_of_events_in_microseconds(monkeypatch):
         assert log[:5] == ["sync", ("record", stream), "call", ("record", stream), "wait"]
         assert len(log) == 15 and span == 1000.0  # two log entries apart: 1 ms
         assert 0 < ready < 1e6
+
+
+def test_no_study_takes_a_standard_library_module_name():
+    """A script's own folder comes first on its import path, so a study named as
+    a standard-library module (bench/statistics.py once) is imported in its place
+    by every study and by pyreduce itself (pyreduce.measure's ``statistics``)."""
+    names = {f[:-3] for f in os.listdir(os.path.join(ROOT, "bench")) if f.endswith(".py")}
+    assert not names & set(sys.stdlib_module_names)

@@ -851,9 +851,12 @@ def test_bare_repeats_of_every_array_kind_take_their_own_call_shape():
                     with other:  # CuPy's current stream another: another call shape
                         got = f(d)
                         assert isinstance(got, cp.ndarray)
+                        # read on the stream it was made on: ``other`` does not
+                        # wait for the default stream, nor the default for it
+                        value = float(got.item())
                 else:
                     got = f(d, device_result=False) if rounds == 1 else f(d)
-                value = float(got.item() if hasattr(got, "item") else got)
+                    value = float(got.item() if hasattr(got, "item") else got)
                 tol = rtol * max(1.0, float(np.abs(wide).sum()) if name == "sum" else 1.0)
                 assert abs(value - float(want)) <= tol, (name, h.dtype, h.size, type(d), value)
             lo, hi = pyreduce.minmax(d)

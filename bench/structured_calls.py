@@ -1,8 +1,8 @@
 """mean, var, std, argmax, argmin and minmax against CuPy and PyTorch, of whole
 arrays and along axes, in one process on one GPU.
 
-    NUMBA_ENABLE_CUDASIM=0 python bench/statistics.py run --out statistics.json
-    python bench/statistics.py report statistics.json     # a Markdown table
+    NUMBA_ENABLE_CUDASIM=0 python bench/structured_calls.py run --out structured_calls.json
+    python bench/structured_calls.py report structured_calls.json     # a Markdown table
 
 Every library gets the same CuPy array (PyTorch a zero-copy tensor of it),
 after the GPU is brought to its steady state (``_timing.steady_gpu``). A call
