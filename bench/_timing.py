@@ -6,7 +6,7 @@
   events (device-bound or host-bound, as a loop that never waits is);
 * :func:`host_seconds`: the median of rounds of the mean wall time per call;
 * :func:`interleaved_seconds`: the same for calls of several libraries taking
-  turns on a warm GPU;
+  turns on a warm GPU (:func:`interleaved_rounds`: each round's times);
 * :func:`wall_seconds` and :func:`median_seconds`: the median of single timed
   calls after an untimed one (what a call that compiles first, or a Dask
   compute, is timed by);
@@ -117,12 +117,20 @@ def host_seconds(fn, calls=200, rounds=5, min_seconds=0.0):
 
 
 def interleaved_seconds(fns: dict, calls=10, rounds=7, warm_seconds=0.05) -> dict:
-    """``{name: seconds}``: the median over rounds of each call's mean wall time,
-    the calls of ``fns`` taking turns within every round (the first to go
+    """``{name: seconds}``: the median over rounds of each call's mean wall time
+    (:func:`interleaved_rounds`)."""
+    return {name: float(np.median(t))
+            for name, t in interleaved_rounds(fns, calls, rounds, warm_seconds).items()}
+
+
+def interleaved_rounds(fns: dict, calls=10, rounds=7, warm_seconds=0.05) -> dict:
+    """``{name: [seconds of each round]}``: each call's mean wall time in every
+    round, the calls of ``fns`` taking turns within every round (the first to go
     changing from round to round), after each has run for ``warm_seconds``. A
     call timed alone after seconds of host work (drawing the next case's data)
     would run on a GPU whose clocks had dropped, and the first library timed
-    would pay for it; taking turns gives every library the same GPU."""
+    would pay for it; taking turns gives every library the same GPU, and the
+    times of one round may be compared as a pair."""
     names = list(fns)
     if not names:
         return {}
@@ -144,7 +152,7 @@ def interleaved_seconds(fns: dict, calls=10, rounds=7, warm_seconds=0.05) -> dic
             for _ in range(count[name]):
                 fns[name]()
             times[name].append((time.perf_counter() - t0) / count[name])
-    return {name: float(np.median(t)) for name, t in times.items()}
+    return times
 
 
 def ready_span_us(call, events: str = "cupy", reps: int = 300) -> tuple:

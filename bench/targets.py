@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _cli import Command, UsageError, dispatch, with_out  # noqa: E402
 from _report import (docs, load, meta, pyplot, row as _md_row, save, save_chart,  # noqa: E402
                      table, today, versions, write)
-from _timing import interleaved_seconds, steady_gpu  # noqa: E402
+from _timing import interleaved_rounds, steady_gpu  # noqa: E402
 from peers import to_host  # noqa: E402
 
 FUNCTIONS = ["sum", "prod", "max", "min", "nansum", "nanmax", "any", "all", "mean", "var",
@@ -316,8 +316,10 @@ def measure(fn: str, dtype: str, n: int, device: str, rounds: int,
         timed[lib] = ready
     if device == "gpu":
         _busy(timed, BUSY_SECONDS)
-    row["seconds"].update(interleaved_seconds(timed, calls=5, rounds=rounds))
-    print(_line(row), flush=True)
+    times = interleaved_rounds(timed, calls=5, rounds=rounds)
+    row["seconds"].update({lib: float(np.median(t)) for lib, t in times.items()})
+    row["rounds"] = times  # each round's, for the spread of its paired ratios
+    print(_line(row, spread=True), flush=True)
     return row
 
 
@@ -376,6 +378,30 @@ def ratio(row: dict) -> float | None:
     return min(peers) / s["pyreduce"]
 
 
+def round_ratios(row: dict) -> list | None:
+    """The fastest peer's time over pyreduce's in each round of the row (the
+    libraries take turns in a round, so the GPU's and the host's drift between
+    rounds touch a round's times alike), or None for a row without them (runs
+    before they were kept) or without a peer."""
+    rounds = row.get("rounds")
+    if not rounds or not rounds.get("pyreduce"):
+        return None
+    peers = [t for lib, t in rounds.items() if lib != "pyreduce" and t]
+    if not peers:
+        return None
+    return [min(p[i] for p in peers) / mine for i, mine in enumerate(rounds["pyreduce"])]
+
+
+def spread_text(row: dict) -> str:
+    """The middle half of the row's round ratios (:func:`round_ratios`), as
+    ``lo-hi`` to two decimals; ``-`` without them."""
+    rs = round_ratios(row)
+    if not rs:
+        return "-"
+    lo, hi = np.percentile(rs, [25, 75])
+    return f"{lo:.2f}-{hi:.2f}"
+
+
 def _us(s) -> str:
     return "-" if s is None else f"{s * 1e6:.0f} us"
 
@@ -396,13 +422,16 @@ def ratio_text(r: float) -> str:
     return f"{MET - 0.01:.2f}" if r < MET <= float(text) else text
 
 
-def _line(row: dict, libs=None) -> str:
+def _line(row: dict, libs=None, spread: bool = False) -> str:
+    """The row's table line; ``spread``: with its rounds' column (:func:`spread_text`)."""
     libs = libs or list(row["seconds"])
     r = ratio(row)
     cells = [label(row["function"], row["dtype"], row["n"])]
     cells += [_us(row["seconds"].get(lib)) for lib in libs]
-    cells += ["-" if r is None else ratio_text(r), "" if r is None else
-              ("met" if r >= MET else "not met")]
+    cells += ["-" if r is None else ratio_text(r)]
+    if spread:
+        cells.append(spread_text(row))
+    cells.append("" if r is None else ("met" if r >= MET else "not met"))
     flag = "" if row["ok"] else f" (disagrees: {', '.join(row.get('disagree', []))})"
     return _md_row(cells) + flag
 
@@ -425,8 +454,13 @@ def report_text(data: dict) -> str:
             "measured.\n")
     if m.get("runs"):  # rows from more than one run: which
         head += f"Runs: {m['runs']}.\n"
-    return "\n".join([head] + table(["case"] + libs + ["best peer / pyreduce", "target"], [])
-                     + [_line(r, libs) for r in rows]) + "\n"
+    spread = any(round_ratios(r) for r in rows)
+    if spread:
+        head += ("By round: the middle half (25th to 75th percentile) of the ratios of "
+                 "each round's times, the libraries taking turns in a round.\n")
+    cols = ["best peer / pyreduce"] + (["by round"] if spread else []) + ["target"]
+    return "\n".join([head] + table(["case"] + libs + cols, [])
+                     + [_line(r, libs, spread) for r in rows]) + "\n"
 
 
 def chart(data: dict, path: str) -> None:

@@ -48,6 +48,26 @@ def test_a_ratio_short_of_the_target_never_reads_as_met():
     assert targets._line(row).endswith("| 0.99 | not met |")
 
 
+def test_the_ratio_of_each_round_pairs_that_rounds_times():
+    """By round: the fastest peer of each round over pyreduce's time in it, so a
+    round in which everything ran slow (the GPU's clocks, the host) moves no
+    ratio; the table shows the middle half of them, rows without rounds "-"."""
+    row = {"function": "sum", "dtype": "float32", "n": 2**24, "ok": True,
+           "seconds": {"pyreduce": 2.0, "cupy": 2.2, "torch": 2.1},
+           "rounds": {"pyreduce": [1.0, 2.0, 4.0, 2.0, 2.0],
+                      "cupy": [1.1, 2.3, 4.4, 2.2, 1.8],
+                      "torch": [1.2, 2.1, 4.2, 2.4, 2.6]}}
+    assert targets.round_ratios(row) == pytest.approx([1.1, 1.05, 1.05, 1.1, 0.9])
+    assert targets.spread_text(row) == "1.05-1.10"
+    assert targets._line(row, spread=True).endswith("| 1.05 | 1.05-1.10 | met |")
+    bare = {k: v for k, v in row.items() if k != "rounds"}
+    assert targets.round_ratios(bare) is None and targets.spread_text(bare) == "-"
+    assert targets._line(bare).endswith("| 1.05 | met |")
+    text = targets.report_text({"meta": {"gpu": "G", "date": "d"}, "rows": [row, bare]})
+    assert "| by round |" in text and "| 1.05 | - | met |" in text
+    assert "| by round |" not in targets.report_text({"meta": {"gpu": "G"}, "rows": [bare]})
+
+
 @pytest.mark.parametrize("fn", targets.FUNCTIONS)
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_the_data_make_each_check_worth_making(fn, dtype):
