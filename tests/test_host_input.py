@@ -196,6 +196,28 @@ def test_reads_index():
     assert not cpu_parallel.reads_index(shadowed)
 
 
+def test_a_map_is_read_once_per_code_object(monkeypatch):
+    """A structured reduction of a NumPy array asks whether its element map reads
+    the index on every call: the bytecode of one function is read once (reading
+    it took most of a small mean's host time), and a small input asks nothing."""
+    import dis
+
+    reads = []
+    real = dis.get_instructions
+    monkeypatch.setattr(dis, "get_instructions", lambda code: reads.append(code) or real(code))
+
+    def scaled(i, v):
+        return v * i
+
+    assert cpu_parallel.reads_index(scaled) and cpu_parallel.reads_index(scaled)
+    assert reads == [scaled.__code__]
+    x = np.arange(1000.0)
+    for _ in range(3):
+        assert pyreduce.mean(x, backend="cpu") == np.mean(x)
+        assert pyreduce.argmax(x[::-1], backend="cpu") == 0
+    assert reads == [scaled.__code__]
+
+
 # --------------------------------------------------------------------------
 # streaming to a GPU: the simulator, with chunks of 64 to 256 bytes
 

@@ -30,6 +30,8 @@ What changes with the split, and what does not:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..dtypes import as_value
@@ -114,11 +116,11 @@ def part_count(x: np.ndarray, monoid, threads: int) -> int:
     """How many pieces to reduce ``x`` in: 1 (one NumPy call) where the input is
     small, the split would change a float16 result, or the host function cannot
     be split (an element map reading the index that is not the argmax's)."""
+    if threads <= 1 or x.nbytes < SPLIT_BYTES:  # the commonest answer, and the cheapest
+        return 1
     if x.dtype == np.float16 and not _exact(monoid):
         return 1
     if monoid.host is not None and monoid.map is not None and not _splittable_map(monoid):
-        return 1
-    if threads <= 1 or x.nbytes < SPLIT_BYTES:
         return 1
     rows = x.shape[0] if x.ndim > 1 and not x.flags.c_contiguous else x.size
     return max(1, min(PIECES_PER_THREAD * threads, x.nbytes // PIECE_BYTES, rows))
@@ -132,9 +134,13 @@ def reads_index(fmap) -> bool:
     """Whether the element map ``fmap(i, v)`` may read ``i`` (its bytecode
     names it anywhere but in a store): a piece's map would then see indices
     counted from the piece's start."""
+    return _code_reads_index(fmap.__code__)
+
+
+@functools.lru_cache(maxsize=256)  # by code object: reading its bytecode takes tens of us
+def _code_reads_index(code) -> bool:
     import dis
 
-    code = fmap.__code__
     name = code.co_varnames[0]
     if name in code.co_cellvars:  # captured by a nested function
         return True
