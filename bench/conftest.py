@@ -19,6 +19,15 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _report import gpu_name, has_cuda, today  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """A run without ``-n`` is one process: its ``--dist`` (the project's
+    ``addopts`` name one for the tests) set to ``no``, since pytest-benchmark
+    turns itself off wherever ``--dist`` is anything else."""
+    if not getattr(config.option, "numprocesses", None):
+        config.option.dist = "no"
+
+
 def _gpu_name():
     if not has_cuda():  # no GPU, or the simulator
         return None

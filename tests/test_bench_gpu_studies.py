@@ -93,3 +93,22 @@ def test_no_study_takes_a_standard_library_module_name():
     by every study and by pyreduce itself (pyreduce.measure's ``statistics``)."""
     names = {f[:-3] for f in os.listdir(os.path.join(ROOT, "bench")) if f.endswith(".py")}
     assert not names & set(sys.stdlib_module_names)
+
+
+def test_a_benchmark_run_of_one_process_is_timed(tmp_path):
+    """``python -m pytest bench/...`` without ``-n`` times its benchmarks: the
+    project's addopts name ``--dist`` for the tests, and pytest-benchmark turns
+    itself off under any ``--dist`` but ``no`` (bench/conftest.py sets it)."""
+    out = tmp_path / "b.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         os.path.join("bench", "bench_reduce.py"), "-k", "cpu and sum and 1024",
+         f"--benchmark-json={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    import json
+
+    timed = json.loads(out.read_text())["benchmarks"]
+    assert {b["name"] for b in timed} == {"test_cpu[pyreduce-sum-1024]", "test_cpu[numpy-sum-1024]"}
+    assert all(b["stats"]["rounds"] > 1 for b in timed)
