@@ -399,7 +399,7 @@ def spread_text(row: dict) -> str:
     if not rs:
         return "-"
     lo, hi = np.percentile(rs, [25, 75])
-    return f"{lo:.2f}-{hi:.2f}"
+    return f"{ratio_text(lo)}-{ratio_text(hi)}"  # a round short of 1.00 never reads 1.00
 
 
 def _us(s) -> str:

@@ -105,7 +105,10 @@ def test_a_benchmark_run_of_one_process_is_timed(tmp_path):
          os.path.join("bench", "bench_reduce.py"), "-k", "cpu and sum and 1024",
          f"--benchmark-json={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+        # a session of its own: pytest-benchmark turns itself off in an xdist
+        # worker, which it tells by the variables this test's worker would pass on
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
+             "NUMBA_ENABLE_CUDASIM": "1"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     import json
 

@@ -202,6 +202,7 @@ def test_a_map_is_read_once_per_code_object(monkeypatch):
     it took most of a small mean's host time), and a small input asks nothing."""
     import dis
 
+    cpu_parallel._code_reads_index.cache_clear()  # this test's own function read afresh
     reads = []
     real = dis.get_instructions
     monkeypatch.setattr(dis, "get_instructions", lambda code: reads.append(code) or real(code))
