@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _report import has_cuda  # noqa: E402
+from _timing import burst_us, median_seconds, steady_gpu  # noqa: E402
 
 N = 2**24
 FUNCTIONS = ("sum", "mean", "var", "argmax", "max")
@@ -28,15 +28,10 @@ ROUNDS = 3
 
 
 def ready_us(fn, sync, calls: int = 200) -> float:
-    """The median microseconds of single calls of ``fn``, each waited for."""
-    times = []
-    for _ in range(calls):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e6
+    """The median microseconds of single calls of ``fn``, each waited for (the
+    GPU idle at each call's start: the call before was waited for)."""
+    sync()
+    return median_seconds(lambda: (fn(), sync()), calls) * 1e6
 
 
 def main() -> int:
@@ -44,8 +39,6 @@ def main() -> int:
         raise SystemExit("bare_calls.py needs a CUDA GPU (and NUMBA_ENABLE_CUDASIM unset or 0)")
     import cupy as cp
     import torch
-
-    from _timing import burst_us, steady_gpu
 
     import pyreduce
     from pyreduce import callmemo, plaincalls
