@@ -7,6 +7,8 @@ has it), as a table and a chart.
     python bench/targets.py run --device cpu --log2 16 --out cpu.json   # any machine
     python bench/targets.py merge a.json b.json --runs "how" --out targets.json  # runs of parts
     python bench/targets.py merge targets.json new.json --replace --runs "how" --out t.json
+    NUMBA_ENABLE_CUDASIM=0 python bench/targets.py run --axes --out axes.json  # along axes
+    python bench/targets.py report axes.json --stem axis-targets-h200
 
 Functions: ``sum``, ``prod``, ``max``, ``min``, ``nansum``, ``nanmax``, ``any``,
 ``all``, ``mean``, ``var``, ``std``, ``argmax``, ``argmin`` and ``minmax``, of
@@ -14,6 +16,15 @@ whole arrays of 2**24, 2**26 and 2**28 elements (``--log2``) of float32,
 float64 and int32, and float16 and bfloat16 for ``sum`` and ``mean``
 (``--functions`` picks functions, ``--only`` cases by their text). Runs of
 parts of the matrix join into one JSON with ``merge``.
+
+``--axes`` measures the calls along axes instead (:func:`axis_cases`):
+``sum``, ``max``, ``mean``, ``var``, ``argmax`` and ``minmax`` of float32
+(``--functions`` picks others) along the rows (``axis=-1``) and the columns
+(``axis=0``) of a square, a tall-skinny (``16`` columns) and a short-wide
+(``16`` rows) matrix, and along the middle axis (``axis=1``) of three 3-D
+arrays (a cube, one with a long middle axis between two of 16, one with a
+middle axis of 16), each of ``2**28`` elements (``--log2``), the same values
+in every layout.
 
 On a GPU (``--device gpu``, the default) the peers are CuPy and PyTorch, each
 given the same data (PyTorch a zero-copy tensor of the CuPy array; bfloat16,
@@ -81,8 +92,54 @@ def cases(log2=LOG2, only=(), functions=FUNCTIONS) -> list[tuple[str, str, int]]
     return found
 
 
-def label(fn: str, dtype: str, n: int) -> str:
-    return f"{fn} {dtype} 2**{n.bit_length() - 1}"
+#: the functions of the calls along axes (``--axes``), of float32
+AXIS_FUNCTIONS = ["sum", "max", "mean", "var", "argmax", "minmax"]
+AXIS_LOG2 = [28]
+
+
+def axis_layouts(k: int) -> list[tuple[tuple[int, ...], int]]:
+    """``(shape, axis)`` of the layouts along axes, each of ``2**k`` elements:
+    the rows (``axis=-1``) and the columns (``axis=0``) of a square matrix, of a
+    tall-skinny one of 16 columns and of a short-wide one of 16 rows; the middle
+    axis of a cube, of ``16 x L x 16`` and of ``M x 16 x M``."""
+    half, third, rest = k // 2, k // 3, (k - 4) // 2
+    matrices = [(2**half, 2**(k - half)), (2**(k - 4), 16), (16, 2**(k - 4))]
+    cubes = [(2**third, 2**(k - 2 * third), 2**third), (16, 2**(k - 8), 16),
+             (2**rest, 16, 2**(k - 4 - rest))]
+    found = [(m, axis) for m in matrices for axis in (-1, 0)] + [(c, 1) for c in cubes]
+    return list(dict.fromkeys(found))  # small k: some shapes coincide
+
+
+def axis_cases(log2=AXIS_LOG2, only=(), functions=AXIS_FUNCTIONS) -> list[tuple]:
+    """``(function, "float32", shape, axis)`` for every call along axes of
+    ``functions``, those whose text (``"var float32 16384x16384 axis=0"``)
+    contains one of ``only`` where given."""
+    found = []
+    for k in log2:
+        for shape, axis in axis_layouts(k):
+            for fn in [f for f in FUNCTIONS if f in functions]:
+                if not only or any(part in label(fn, "float32", 2**k, shape, axis)
+                                   for part in only):
+                    found.append((fn, "float32", shape, axis))
+    return found
+
+
+def label(fn: str, dtype: str, n: int, shape=None, axis=None) -> str:
+    if shape is None:
+        return f"{fn} {dtype} 2**{n.bit_length() - 1}"
+    return f"{fn} {dtype} {'x'.join(map(str, shape))} axis={axis}"
+
+
+def row_label(row: dict) -> str:
+    return label(row["function"], row["dtype"], row["n"], row.get("shape"), row.get("axis"))
+
+
+def case_key(row: dict) -> tuple:
+    """What tells a row's case from another's: the whole array's
+    ``(function, dtype, n)``, with the layout along axes after it."""
+    shape = row.get("shape")
+    return (row["function"], row["dtype"], row["n"]) + (
+        () if shape is None else (tuple(shape), row["axis"]))
 
 
 # --- data and the expected answers (NumPy, on the host)
@@ -134,27 +191,32 @@ def make_data(fn: str, dtype: str, n: int, seed: int = 0) -> np.ndarray:
     return x
 
 
-def expected(fn: str, h: np.ndarray):
-    """NumPy's answer for ``h`` (the data as the libraries hold it)."""
+def expected(fn: str, h: np.ndarray, axis=None):
+    """NumPy's answer for ``h`` (the data as the libraries hold it), along
+    ``axis`` where given."""
     floating = h.dtype.kind == "f" or h.dtype.name == "bfloat16"
     wide = h.astype(np.float64) if floating else h
     if fn == "minmax":
-        return h.min(), h.max()
+        return h.min(axis=axis), h.max(axis=axis)
     if fn in ("sum", "prod", "nansum", "mean", "var", "std"):
-        return getattr(np, fn)(wide)
-    return getattr(np, fn)(h)
+        return getattr(np, fn)(wide, axis=axis)
+    return getattr(np, fn)(h, axis=axis)
 
 
-def agrees(fn: str, got, want, h: np.ndarray) -> bool:
-    """Whether a library's answer is NumPy's: float sums to a tree sum's
-    rounding bound (``4 log2(n) eps sum|x|``, ``eps`` of float32 or of the
-    input's precision, whichever is coarser: libraries sum float32 in float32),
-    means and variances to a relative ``1e-4`` (or twice the input's precision:
-    PyTorch returns a half-precision mean in half precision), float products to
-    ``8 sqrt(n) eps`` (each of the ``n - 1`` products rounds), the rest exactly."""
+def agrees(fn: str, got, want, h: np.ndarray, axis=None) -> bool:
+    """Whether a library's answer is NumPy's (along ``axis`` where given, each
+    result of ``n`` elements): float sums to a tree sum's rounding bound
+    (``4 log2(n) eps sum|x|``, ``eps`` of float32 or of the input's precision,
+    whichever is coarser: libraries sum float32 in float32), variances to a
+    relative ``1e-4`` (or twice the input's precision: PyTorch returns a
+    half-precision mean in half precision), means to that or, for floats, to
+    the sum's bound over ``n`` (a mean near 0 rounds as its sum does), float
+    products to ``8 sqrt(n) eps`` (each of the ``n - 1`` products rounds), the
+    rest exactly."""
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
     eps = max(float(np.finfo(np.float32).eps), _eps(h.dtype))
+    n = h.size if axis is None else h.shape[axis]
     for g, w in zip(got, want):
         g, w = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
         if g.shape != w.shape:
@@ -162,24 +224,36 @@ def agrees(fn: str, got, want, h: np.ndarray) -> bool:
         floating = h.dtype.kind == "f" or h.dtype.name == "bfloat16"
         if floating and fn in ("sum", "nansum"):
             magnitude = np.abs(h if h.dtype.kind == "f" else h.astype(np.float32))
-            scale = float(np.nansum(magnitude, dtype=np.float64))
-            bound = 4 * max(1, int(np.ceil(np.log2(max(h.size, 2))))) * eps * scale
-            if not abs(float(g) - float(w)) <= bound:
+            scale = np.nansum(magnitude, axis=axis, dtype=np.float64)
+            bound = _tree_bound(n, eps) * scale
+            if not np.all(np.abs(g - w) <= bound):  # NaN fails
                 return False
-        elif fn in ("mean", "var", "std"):
+        elif fn == "mean":
+            # a float mean near 0 rounds as its sum does: to the sum's bound over n
+            atol = 0.0
+            if floating:
+                atol = _tree_bound(n, eps) * np.mean(np.abs(h.astype(np.float64)), axis=axis)
+            if not _close(g, w, eps, atol):
+                return False
+        elif fn in ("var", "std"):
             if not _close(g, w, eps):
                 return False
         elif floating and fn == "prod":
             # each of n - 1 products rounds: a random walk of sqrt(n) roundings
-            if not _close(g, w, 8 * np.sqrt(h.size) * eps):
+            if not _close(g, w, 8 * np.sqrt(n) * eps):
                 return False
         elif not np.array_equal(g, w, equal_nan=True):
             return False
     return True
 
 
-def _close(g, w, eps: float) -> bool:
-    return bool(np.allclose(g, w, rtol=max(1e-4, 2 * eps), atol=0.0, equal_nan=True))
+def _tree_bound(n: int, eps: float) -> float:
+    """A tree sum's rounding of ``n`` terms, over the sum of their magnitudes."""
+    return 4 * max(1, int(np.ceil(np.log2(max(n, 2))))) * eps
+
+
+def _close(g, w, eps: float, atol=0.0) -> bool:
+    return bool(np.all(np.isclose(g, w, rtol=max(1e-4, 2 * eps), atol=atol, equal_nan=True)))
 
 
 def _eps(dtype) -> float:
@@ -192,55 +266,63 @@ def _eps(dtype) -> float:
 # --- the calls
 
 
-def pyreduce_call(fn: str, x, device: str, results: str = "default"):
-    """pyreduce's call of ``fn``: its default (on a GPU, a device result), or
-    with ``results="host"`` its value on the host (``device_result=False``)."""
+def pyreduce_call(fn: str, x, device: str, results: str = "default", axis=None):
+    """pyreduce's call of ``fn`` (along ``axis`` where given): its default (on a
+    GPU, a device result), or with ``results="host"`` its value on the host
+    (``device_result=False``)."""
     import pyreduce
 
     f = getattr(pyreduce, fn)
+    kw = {} if axis is None else {"axis": axis}
     if device == "cpu":
-        return lambda: f(x, backend="cpu")
+        return lambda: f(x, backend="cpu", **kw)
     if results == "host":
-        return lambda: f(x, device_result=False)
-    return lambda: f(x)
+        return lambda: f(x, device_result=False, **kw)
+    return lambda: f(x, **kw)
 
 
-def peer_call(lib: str, fn: str, x, t=None):
+def peer_call(lib: str, fn: str, x, t=None, axis=None):
     """``lib``'s call of ``fn`` on ``x`` (a CuPy or NumPy array; ``t``: a PyTorch
-    tensor of it), or None where the library has none for its dtype."""
+    tensor of it), along ``axis`` where given, or None where the library has
+    none for its dtype."""
     if lib in ("cupy", "numpy"):
         xp = __import__(lib)
         if x is None:  # CuPy has no bfloat16
             return None
         if fn == "minmax":
-            return lambda: (x.min(), x.max())
+            return lambda: (x.min(axis=axis), x.max(axis=axis))
         if lib == "numpy" and x.dtype.name == "bfloat16":  # NumPy sums it in bfloat16
-            return lambda: getattr(xp, fn)(x, dtype=np.float32)
-        return lambda: getattr(xp, fn)(x)
+            return lambda: getattr(xp, fn)(x, axis=axis, dtype=np.float32)
+        return lambda: getattr(xp, fn)(x, axis=axis)
     import torch
 
+    dim = {} if axis is None else {"dim": axis}
     floating = t.dtype.is_floating_point
     if fn in ("mean", "var", "std") and not floating:  # integers: through float64
-        call = {"mean": lambda: t.double().mean(), "var": lambda: t.double().var(correction=0),
-                "std": lambda: t.double().std(correction=0)}
+        call = {"mean": lambda: t.double().mean(**dim),
+                "var": lambda: t.double().var(correction=0, **dim),
+                "std": lambda: t.double().std(correction=0, **dim)}
         return call[fn]
     if fn in ("var", "std"):
-        return lambda: getattr(t, fn)(correction=0)
+        return lambda: getattr(t, fn)(correction=0, **dim)
     if fn == "nanmax":
         if not floating:
-            return lambda: t.amax()
-        return lambda: torch.nan_to_num(t, nan=float("-inf")).amax()
+            return lambda: t.amax(**dim)
+        return lambda: torch.nan_to_num(t, nan=float("-inf")).amax(**dim)
     named = {"max": "amax", "min": "amin", "minmax": "aminmax"}
     f = getattr(torch, named.get(fn, fn))
-    return lambda: f(t)
+    return lambda: f(t, **dim)
 
 
 # --- run
 
 
-def _inputs(fn: str, dtype: str, n: int, device: str):
-    """``(host, pyreduce's input, the peers' inputs by library)``."""
+def _inputs(fn: str, dtype: str, n: int, device: str, shape=None):
+    """``(host, pyreduce's input, the peers' inputs by library)``, of ``shape``
+    where given."""
     h = host_data(fn, dtype, n)
+    if shape is not None:
+        h = h.reshape(shape)
     if device == "cpu":
         x = h.astype(_numpy_dtype(dtype))
         return x, x, {"numpy": (x, None)}
@@ -263,15 +345,16 @@ def _numpy_dtype(dtype: str):
     return np.dtype(dtype)
 
 
-def library_calls(fn: str, dtype: str, n: int, device: str, results: str = "default") -> tuple:
+def library_calls(fn: str, dtype: str, n: int, device: str, results: str = "default",
+                  shape=None, axis=None) -> tuple:
     """``(host data, {library: its call of fn on that data, or None where it
-    has none})``: pyreduce's, then the peers'. ``results="host"``: each call
-    ends with its value on the host (pyreduce's ``device_result=False``, a
-    peer's device result copied there, as ``t.sum().item()`` would:
-    :func:`host_value`)."""
-    host, mine, theirs = _inputs(fn, dtype, n, device)
-    calls = {"pyreduce": pyreduce_call(fn, mine, device, results)}
-    calls.update((lib, peer_call(lib, fn, x, t)) for lib, (x, t) in theirs.items())
+    has none})``: pyreduce's, then the peers', of an array of ``shape`` along
+    ``axis`` where given. ``results="host"``: each call ends with its value on
+    the host (pyreduce's ``device_result=False``, a peer's device result copied
+    there, as ``t.sum().item()`` would: :func:`host_value`)."""
+    host, mine, theirs = _inputs(fn, dtype, n, device, shape)
+    calls = {"pyreduce": pyreduce_call(fn, mine, device, results, axis)}
+    calls.update((lib, peer_call(lib, fn, x, t, axis)) for lib, (x, t) in theirs.items())
     if results == "host" and device == "gpu":
         calls.update((lib, None if c is None else (lambda c=c: host_value(c())))
                      for lib, c in calls.items() if lib != "pyreduce")
@@ -279,20 +362,27 @@ def library_calls(fn: str, dtype: str, n: int, device: str, results: str = "defa
 
 
 def host_value(v):
-    """A peer's result (a 0-d CuPy array or PyTorch tensor, or a tuple of them)
-    as the host value a user takes of it: ``.item()``, the cheapest copy both
-    libraries offer (PyTorch's ``.cpu()`` makes a tensor first)."""
+    """A peer's result (a CuPy array or PyTorch tensor, or a tuple of them) as
+    the host value a user takes of it: ``.item()`` of a 0-d one, the cheapest
+    copy both libraries offer (PyTorch's ``.cpu()`` makes a tensor first), and
+    of one along axes CuPy's ``.get()``, PyTorch's ``.cpu()``."""
     if isinstance(v, tuple):
         return tuple(host_value(p) for p in v)
-    return v.item()
+    if getattr(v, "ndim", 0) == 0:
+        return v.item()
+    return v.get() if hasattr(v, "get") else v.cpu()
 
 
 def measure(fn: str, dtype: str, n: int, device: str, rounds: int,
-            results: str = "default") -> dict:
-    host, calls = library_calls(fn, dtype, n, device, results)
-    want = expected(fn, host)
+            results: str = "default", shape=None, axis=None) -> dict:
+    """The row of one case: each library's answer checked, then its time per
+    call; of an array of ``shape`` (``n`` elements) along ``axis`` where given."""
+    host, calls = library_calls(fn, dtype, n, device, results, shape, axis)
+    want = expected(fn, host, axis)
     sync = _synchronize(device)
     row = {"function": fn, "dtype": dtype, "n": n, "seconds": {}, "ok": True}
+    if shape is not None:
+        row.update(shape=list(shape), axis=axis)
     timed = {}
     for lib, call in calls.items():
         row["seconds"][lib] = None
@@ -303,7 +393,7 @@ def measure(fn: str, dtype: str, n: int, device: str, rounds: int,
         except Exception as e:  # a library without the call: reported, not timed
             row.setdefault("errors", {})[lib] = f"{type(e).__name__}: {e}"[:200]
             continue
-        if not agrees(fn, got, want, host):
+        if not agrees(fn, got, want, host, axis):
             row["ok"] = False
             row.setdefault("disagree", []).append(lib)
             row.setdefault("values", {"numpy": repr(want)})[lib] = repr(got)
@@ -345,6 +435,10 @@ def _synchronize(device: str):
     return cp.cuda.Device().synchronize
 
 
+def _elements(shape) -> int:
+    return int(np.prod(shape))
+
+
 def run(args) -> int:
     log2 = args.log2 or LOG2
     if args.device == "gpu":
@@ -359,8 +453,15 @@ def run(args) -> int:
                              "is on the host already")
         about["results"] = "host"
     data = {"meta": about, "device": args.device, "rows": []}
-    for fn, dt, n in cases(log2, args.only or (), args.functions or FUNCTIONS):
-        data["rows"].append(measure(fn, dt, n, args.device, args.rounds, args.results))
+    if args.axes:
+        todo = [(fn, dt, _elements(shape), shape, axis) for fn, dt, shape, axis in axis_cases(
+            args.log2 or AXIS_LOG2, args.only or (), args.functions or AXIS_FUNCTIONS)]
+    else:
+        todo = [c + (None, None) for c in cases(log2, args.only or (),
+                                                args.functions or FUNCTIONS)]
+    for fn, dt, n, shape, axis in todo:
+        data["rows"].append(measure(fn, dt, n, args.device, args.rounds, args.results,
+                                    shape, axis))
         save(args.out, data)  # after every case: a run cut short keeps what it measured
     return 0 if all(r["ok"] for r in data["rows"]) else 1
 
@@ -426,7 +527,7 @@ def _line(row: dict, libs=None, spread: bool = False) -> str:
     """The row's table line; ``spread``: with its rounds' column (:func:`spread_text`)."""
     libs = libs or list(row["seconds"])
     r = ratio(row)
-    cells = [label(row["function"], row["dtype"], row["n"])]
+    cells = [row_label(row)]
     cells += [_us(row["seconds"].get(lib)) for lib in libs]
     cells += ["-" if r is None else ratio_text(r)]
     if spread:
@@ -459,8 +560,33 @@ def report_text(data: dict) -> str:
         head += ("By round: the middle half (25th to 75th percentile) of the ratios of "
                  "each round's times, the libraries taking turns in a round.\n")
     cols = ["best peer / pyreduce"] + (["by round"] if spread else []) + ["target"]
-    return "\n".join([head] + table(["case"] + libs + cols, [])
-                     + [_line(r, libs, spread) for r in rows]) + "\n"
+    return "\n".join([head] + summary(rows) + [""] + table(["case"] + libs + cols, [])
+                      + [_line(r, libs, spread) for r in rows]) + "\n"
+
+
+def _group(row: dict) -> str:
+    """A row's group in :func:`summary`: its size, or its layout along axes."""
+    if row.get("shape") is None:
+        return f"2**{row['n'].bit_length() - 1}"
+    return f"{'x'.join(map(str, row['shape']))} axis={row['axis']}"
+
+
+def summary(rows) -> list[str]:
+    """A table line for each size (or layout along axes) of ``rows``: the
+    measured cases, how many met the target, how many came within 5% of it,
+    the median and lowest ratio."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(_group(r), []).append(ratio(r))
+    cells = []
+    for name, ratios in groups.items():
+        got = sorted(v for v in ratios if v is not None)
+        counts = [str(len(got)), str(sum(v >= MET for v in got)),
+                  str(sum(v >= 0.95 for v in got))]
+        cells.append([name] + counts + ([ratio_text(np.median(got)), ratio_text(got[0])]
+                                        if got else ["-", "-"]))
+    return table(["size or layout", "measured", "met", "at 0.95 or more", "median", "lowest"],
+                 cells, "lrrrrr")
 
 
 def chart(data: dict, path: str) -> None:
@@ -470,14 +596,13 @@ def chart(data: dict, path: str) -> None:
     fns = [f for f in FUNCTIONS if any(r["function"] == f for r in rows)]
     cols = []
     for r in rows:
-        c = (r["dtype"], r["n"])
-        if c not in cols:
-            cols.append(c)
+        if _column(r) not in cols:
+            cols.append(_column(r))
     grid = np.full((len(fns), len(cols)), np.nan)
     for r in rows:
         v = ratio(r)
         if v is not None:
-            grid[fns.index(r["function"]), cols.index((r["dtype"], r["n"]))] = v
+            grid[fns.index(r["function"]), cols.index(_column(r))] = v
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 1.0 + 0.4 * len(fns)))
     from matplotlib.colors import TwoSlopeNorm
@@ -492,12 +617,18 @@ def chart(data: dict, path: str) -> None:
             if not np.isnan(grid[i, j]):
                 ax.text(j, i, ratio_text(grid[i, j]), ha="center", va="center", fontsize=7)
     ax.set_yticks(range(len(fns)), fns)
-    ax.set_xticks(range(len(cols)), [f"{d}\n2**{n.bit_length() - 1}" for d, n in cols],
-                  fontsize=7)
+    ax.set_xticks(range(len(cols)), cols, fontsize=7)
     m = data["meta"]
     ax.set_title(f"best peer / pyreduce, {m.get('gpu') or 'CPU'}, {m.get('date')}", fontsize=9)
     fig.tight_layout()
     save_chart(fig, path)
+
+
+def _column(row: dict) -> str:
+    """A row's column in the chart: its dtype and size, or its layout along axes."""
+    if row.get("shape") is None:
+        return f"{row['dtype']}\n2**{row['n'].bit_length() - 1}"
+    return f"{'x'.join(map(str, row['shape']))}\naxis={row['axis']}"
 
 
 def report(args) -> int:
@@ -514,7 +645,8 @@ def report(args) -> int:
 def _run_arguments(p) -> None:
     p.add_argument("--device", choices=["gpu", "cpu"], default="gpu",
                    help="gpu: against CuPy and PyTorch; cpu: the cpu backend against NumPy")
-    p.add_argument("--log2", type=int, nargs="+", help=f"sizes as powers of two (default {LOG2})")
+    p.add_argument("--log2", type=int, nargs="+",
+                   help=f"sizes as powers of two (default {LOG2}; --axes: {AXIS_LOG2})")
     p.add_argument("--only", action="append", metavar="TEXT",
                    help='only the cases whose text contains TEXT, e.g. "mean" or "float64 2**26"')
     p.add_argument("--functions", nargs="+", choices=FUNCTIONS, metavar="NAME",
@@ -523,6 +655,9 @@ def _run_arguments(p) -> None:
                    help="default: each library's own call, its result on the device; "
                         "host: every value on the host")
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--axes", action="store_true",
+                   help="the calls along axes of float32 (default functions: "
+                        f"{', '.join(AXIS_FUNCTIONS)}; size: 2**{AXIS_LOG2[0]})")
 
 
 def merge(args) -> int:
@@ -544,11 +679,15 @@ def merge(args) -> int:
     rows = {}
     for data in runs:
         for r in data["rows"]:
-            case = (r["function"], r["dtype"], r["n"])
+            case = case_key(r)
             if case in rows and not args.replace:
-                raise UsageError(f"{label(*case)} is in more than one of {', '.join(args.paths)}")
+                raise UsageError(f"{row_label(r)} is in more than one of {', '.join(args.paths)}")
             rows[case] = r
-    order = {c: i for i, c in enumerate(cases(sorted({n.bit_length() - 1 for _, _, n in rows})))}
+    log2 = sorted({c[2].bit_length() - 1 for c in rows})
+    every = [c for c in cases(log2)] + [
+        (fn, dt, _elements(shape), tuple(shape), axis)
+        for fn, dt, shape, axis in axis_cases(log2, functions=FUNCTIONS)]
+    order = {c: i for i, c in enumerate(every)}
     merged = {"meta": {**runs[0]["meta"], "runs": args.runs}, "device": runs[0]["device"],
               "rows": [rows[c] for c in sorted(rows, key=order.__getitem__)]}
     save(args.out, merged)

@@ -39,6 +39,52 @@ def test_the_matrix_is_the_targets():
         ("sum", "bfloat16"), ("minmax", "float32"), ("minmax", "float64"), ("minmax", "int32")]
 
 
+def test_the_layouts_along_axes_are_the_targets():
+    """Rows and columns of a square, a tall-skinny and a short-wide matrix, and
+    the middle axis of three 3-D arrays, each of 2**28 elements; six functions
+    of float32 in each by default."""
+    layouts = targets.axis_layouts(28)
+    assert layouts == [
+        ((16384, 16384), -1), ((16384, 16384), 0), ((2**24, 16), -1), ((2**24, 16), 0),
+        ((16, 2**24), -1), ((16, 2**24), 0),
+        ((512, 1024, 512), 1), ((16, 2**20, 16), 1), ((4096, 16, 4096), 1)]
+    assert all(int(np.prod(shape)) == 2**28 for shape, _ in layouts)
+    assert len(targets.axis_layouts(12)) == 7  # the 3-D shapes of 2**12 coincide
+    every = targets.axis_cases()
+    assert len(every) == 9 * len(targets.AXIS_FUNCTIONS)
+    assert ("var", "float32", (2**24, 16), 0) in every
+    picked = targets.axis_cases(only=["16x16777216 axis=0"], functions=["argmax", "sum"])
+    assert picked == [("sum", "float32", (16, 2**24), 0), ("argmax", "float32", (16, 2**24), 0)]
+    row = {"function": "var", "dtype": "float32", "n": 2**28, "shape": [4096, 16, 4096],
+           "axis": 1, "ok": True, "seconds": {"pyreduce": 2.0, "torch": 1.0}}
+    assert targets._line(row).startswith("| var float32 4096x16x4096 axis=1 | 2000000 us |")
+
+
+@pytest.mark.parametrize("fn", targets.AXIS_FUNCTIONS + ["prod", "nansum"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_each_result_along_an_axis_is_checked(fn, axis):
+    """Along an axis every result is held to its own row's bound: one result a
+    little off is caught, and means near 0 (a row's mean of normal values)
+    pass as the rounding of their terms allows."""
+    h = targets.host_data(fn, "float32", 4096).astype(np.float32).reshape(256, 16)
+    want = targets.expected(fn, h, axis)
+    assert targets.agrees(fn, want, want, h, axis)
+    assert not targets.agrees(fn, targets.expected(fn, h), want, h, axis)  # the whole's
+    assert not targets.agrees(fn, _off_one(want), want, h, axis), fn
+    if fn == "mean":
+        got = np.mean(h, axis=axis, dtype=np.float32)  # NumPy's float32 mean
+        assert np.min(np.abs(want)) < 1e-3 and targets.agrees(fn, got, want, h, axis)
+
+
+def _off_one(v):
+    """``v`` with its last result a little off."""
+    if isinstance(v, tuple):
+        return (_off_one(v[0]),) + v[1:]
+    v = np.array(v)
+    v.flat[-1] = _off(v.flat[-1])
+    return v
+
+
 def test_a_ratio_short_of_the_target_never_reads_as_met():
     """Two decimals, except that a ratio under 1.00 is shown at most 0.99."""
     assert [targets.ratio_text(r) for r in (0.9951, 0.999, 0.994, 1.0, 1.004, 2.345)] == [
@@ -68,6 +114,23 @@ def test_the_ratio_of_each_round_pairs_that_rounds_times():
     text = targets.report_text({"meta": {"gpu": "G", "date": "d"}, "rows": [row, bare]})
     assert "| by round |" in text and "| 1.05 | - | met |" in text
     assert "| by round |" not in targets.report_text({"meta": {"gpu": "G"}, "rows": [bare]})
+
+
+def test_the_summary_counts_each_size_and_layout():
+    """One line a size (or layout along axes): the measured rows, how many met
+    the target and came within 5% of it, the median and the lowest ratio."""
+    def row(n, mine, peer, **layout):
+        return {"function": "sum", "dtype": "float32", "n": n, "ok": True, **layout,
+                "seconds": {"pyreduce": mine, "cupy": peer}}
+
+    rows = [row(2**24, 1.0, 1.2), row(2**24, 1.0, 0.96), row(2**24, 1.0, 0.5),
+            row(2**24, 1.0, None), row(2**26, 1.0, 0.999),
+            row(2**28, 1.0, 2.0, shape=[16, 2**24], axis=0)]
+    assert targets.summary(rows)[2:] == [
+        "| 2**24 | 3 | 1 | 2 | 0.96 | 0.50 |", "| 2**26 | 1 | 0 | 1 | 0.99 | 0.99 |",
+        "| 16x16777216 axis=0 | 1 | 1 | 1 | 2.00 | 2.00 |"]
+    assert "\n".join(targets.summary(rows)) in targets.report_text(
+        {"meta": {"gpu": "G", "date": "d"}, "rows": rows})
 
 
 @pytest.mark.parametrize("fn", targets.FUNCTIONS)
@@ -158,6 +221,31 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
         assert new["seconds"] == {k: factor * v for k, v in old["seconds"].items()}
 
 
+def test_calls_along_axes_end_to_end(tmp_path):
+    """``run --axes`` on the cpu: each layout's answers checked along its axis
+    and timed; merged with a run of whole arrays, the whole arrays come first;
+    the chart's columns are the layouts."""
+    out, whole, both = tmp_path / "ax.json", tmp_path / "w.json", tmp_path / "both.json"
+    printed = _script("run", "--axes", "--device", "cpu", "--log2", "12", "--rounds", "1",
+                      "--functions", "sum", "argmax", "--out", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 * 7 and all(r["ok"] and r["seconds"]["numpy"] > 0 for r in rows)
+    assert {tuple(r["shape"]) for r in rows} == {
+        (64, 64), (256, 16), (16, 256), (16, 16, 16)}
+    assert "| argmax float32 16x256 axis=0 |" in printed
+    _script("run", "--device", "cpu", "--log2", "12", "--rounds", "1", "--functions", "sum",
+            "--only", "float32", "--out", str(whole))
+    _script("merge", str(out), str(whole), "--runs", "both", "--out", str(both))
+    merged = json.loads(both.read_text())["rows"]
+    assert [targets.row_label(r) for r in merged[:3]] == [
+        "sum float32 2**12", "sum float32 64x64 axis=-1", "argmax float32 64x64 axis=-1"]
+    assert "sum float32 64x64 axis=-1 is in more than one" in _fails(
+        "merge", str(out), str(both), "--runs", "x", "--out", str(tmp_path / "x.json"))
+    text = _script("report", str(out), "--stem", "axes-test", "--docs", str(tmp_path))
+    assert "| sum float32 16x16x16 axis=1 |" in text
+    assert (tmp_path / "axes-test.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def _fails(*args) -> str:
     """The error of a bench/targets.py command that must fail."""
     done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "targets.py"), *args],
@@ -175,10 +263,11 @@ def test_host_results_bring_every_value_to_the_host(monkeypatch):
 
     copied, asked = [], []
     monkeypatch.setattr(targets, "host_value", lambda v: copied.append(v) or ("host", v))
-    monkeypatch.setattr(targets, "_inputs", lambda fn, dt, n, device: (
+    monkeypatch.setattr(targets, "_inputs", lambda fn, dt, n, device, shape: (
         None, "mine", {"cupy": ("x", None), "torch": (None, "t")}))
     monkeypatch.setattr(pyreduce, "sum", lambda x, **kw: asked.append(kw) or ("pr", x))
-    monkeypatch.setattr(targets, "peer_call", lambda lib, fn, x, t=None: lambda: (lib, x, t))
+    monkeypatch.setattr(targets, "peer_call",
+                        lambda lib, fn, x, t=None, axis=None: lambda: (lib, x, t))
     _, calls = targets.library_calls("sum", "float32", 8, "gpu", "host")
     assert calls["pyreduce"]() == ("pr", "mine") and asked == [{"device_result": False}]
     assert not copied
@@ -203,7 +292,8 @@ def test_a_host_value_is_each_results_item():
 def test_a_wrong_answer_is_reported_not_timed(monkeypatch):
     """A library whose answer disagrees with NumPy's is not timed, and the row
     says which."""
-    monkeypatch.setattr(targets, "peer_call", lambda lib, fn, x, t=None: lambda: x.sum() + 1)
+    monkeypatch.setattr(targets, "peer_call",
+                        lambda lib, fn, x, t=None, axis=None: lambda: x.sum() + 1)
     row = targets.measure("sum", "float64", 4096, "cpu", rounds=1)
     assert not row["ok"] and row["disagree"] == ["numpy"] and row["seconds"]["numpy"] is None
     assert row["seconds"]["pyreduce"] > 0 and targets.ratio(row) is None
