@@ -535,7 +535,7 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
                 return (f8(0),) * width
         parts = (x.real, x.imag) if is_complex else (x,)
         means = tuple(np.mean(p, dtype=f8) for p in parts)
-        m2 = sum(np.var(p, dtype=f8) for p in parts) * x.size
+        m2 = sum(_squared_deviations(p, m) for p, m in zip(parts, means))
         # centred on the mean: no deviation from the shift
         return (f8(x.size),) + means + (f8(0),) * len(parts) + (m2,)
 
@@ -545,6 +545,18 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
         key=_key("moments in float64" if _wide(finisher) else "moments", op, fmap), map=fmap,
         finalize=finisher.scalar, finisher=finisher, host=host,
     )
+
+
+def _squared_deviations(part: np.ndarray, mean) -> np.float64:
+    """``sum((part - mean)**2)`` in float64: ``np.var``'s passes after its mean,
+    which ``mean`` (``np.mean(part, dtype=float64)``) already is: one pass
+    fewer, and divided by the count it is ``np.var`` to the bit. Empty: NaN, as
+    ``np.var`` of nothing times its size was."""
+    if part.size == 0:
+        return np.float64(np.nan)
+    d = np.subtract(np.atleast_1d(part), mean, dtype=np.float64)  # 0-d: an array too
+    np.multiply(d, d, out=d)
+    return np.sum(d)
 
 
 def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,

@@ -446,6 +446,22 @@ def test_complex_mean_of_infinities_and_nan_is_numpys(backend):
         assert all(same_value(g, w) for g, w in zip(got, want)), (values, got, want)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, np.int32, np.bool_])
+def test_the_cpu_variance_of_a_whole_array_is_numpys_to_the_bit(dt):
+    """The host's float64 moments of a whole array are NumPy's: its mean, then
+    the sum of squared deviations from it (``np.var``'s passes after its mean),
+    divided once; 0-d input too."""
+    rng = np.random.default_rng(5)
+    for n in (1, 3, 1000, 100003):
+        x = (rng.standard_normal(n) * 40 + 3).astype(dt)
+        for ddof in (0, 1):
+            if n <= ddof:
+                continue
+            got = pyreduce.var(x, ddof=ddof, dtype=np.float64, backend="cpu")
+            assert float(got) == float(np.var(x, ddof=ddof, dtype=np.float64)), (n, ddof)
+    assert float(pyreduce.var(np.array(2.5, dt), backend="cpu")) == 0.0
+
+
 def test_var_without_degrees_of_freedom_is_numpys(backend):
     """``ddof >= n``: NumPy divides by ``max(n - ddof, 0)`` (inf, or NaN for no
     spread) and warns; so does pyreduce, pointing the warning at the caller."""
