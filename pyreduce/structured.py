@@ -550,8 +550,8 @@ def _moments_monoid(dtype: np.dtype, statistic: str, ddof, result) -> Monoid:
 def _squared_deviations(part: np.ndarray, mean) -> np.float64:
     """``sum((part - mean)**2)`` in float64: ``np.var``'s passes after its mean,
     which ``mean`` (``np.mean(part, dtype=float64)``) already is: one pass
-    fewer, and divided by the count it is ``np.var`` to the bit. Empty: NaN, as
-    ``np.var`` of nothing times its size was."""
+    fewer, and for a real ``part`` divided by the count it is ``np.var`` to the
+    bit. Empty: NaN, as ``np.var`` of nothing times its size was."""
     if part.size == 0:
         return np.float64(np.nan)
     d = np.subtract(np.atleast_1d(part), mean, dtype=np.float64)  # 0-d: an array too

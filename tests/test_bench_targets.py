@@ -127,8 +127,9 @@ def test_the_summary_counts_each_size_and_layout():
             row(2**24, 1.0, None), row(2**26, 1.0, 0.999),
             row(2**28, 1.0, 2.0, shape=[16, 2**24], axis=0)]
     assert targets.summary(rows)[2:] == [
-        "| 2**24 | 3 | 1 | 2 | 0.96 | 0.50 |", "| 2**26 | 1 | 0 | 1 | 0.99 | 0.99 |",
-        "| 16x16777216 axis=0 | 1 | 1 | 1 | 2.00 | 2.00 |"]
+        "| 2**24 | 4 | 3 | 1 | 2 | 0.96 | 0.50 |", "| 2**26 | 1 | 1 | 0 | 1 | 0.99 | 0.99 |",
+        "| 16x16777216 axis=0 | 1 | 1 | 1 | 1 | 2.00 | 2.00 |"]
+    assert targets.summary([row(2**24, 1.0, None)])[2:] == ["| 2**24 | 1 | 0 | 0 | 0 | - | - |"]
     assert "\n".join(targets.summary(rows)) in targets.report_text(
         {"meta": {"gpu": "G", "date": "d"}, "rows": rows})
 
@@ -146,6 +147,26 @@ def test_the_data_make_each_check_worth_making(fn, dtype):
     if dtype == "float32" and fn in ("sum", "nansum", "mean", "var", "std"):
         wrong = targets.expected(fn, h[: h.size // 2])  # half the data
         assert not targets.agrees(fn, wrong, want, h), (fn, wrong, want)
+
+
+@pytest.mark.parametrize("fn, dtype", [
+    (fn, "float64") for fn in ("sum", "nansum", "mean", "var", "prod")] + [
+    (fn, dt) for fn in ("sum", "mean") for dt in ("float16", "bfloat16")])
+def test_each_precision_is_held_to_its_own_rounding(fn, dtype):
+    """float64 to float64's rounding, half precision to float32's accumulation
+    and its own result's: an answer a little off, of the wrong sign, 0, or of
+    half the data, is caught; NumPy's own float32 or float64 answer passes."""
+    h = targets.host_data(fn, dtype, 4096).astype(targets._numpy_dtype(dtype))
+    want = targets.expected(fn, h)
+    assert targets.agrees(fn, want, want, h)
+    acc = np.float64 if dtype == "float64" else np.float32
+    assert targets.agrees(fn, getattr(np, fn)(h.astype(acc)), want, h)
+    # a little off: by a thousandth, or by four steps of a half-precision result
+    little = float(want) * (1 + max(1e-3, 4 * targets._eps(h.dtype))) + 1e-3
+    for wrong in (little, -float(want), 0.0, targets.expected(fn, h[: h.size // 2])):
+        if fn == "prod" and wrong != little and abs(float(wrong) - float(want)) < 1e-3:
+            continue  # a product of values near 1: half of them is near the whole
+        assert not targets.agrees(fn, wrong, want, h), (fn, dtype, wrong, want)
 
 
 def _off(v):
@@ -219,6 +240,15 @@ def test_runs_of_parts_merge_into_the_matrix(tmp_path):
     for old, new in zip(data_rows, replaced):
         factor = 2 if old["function"] == "mean" else 1
         assert new["seconds"] == {k: factor * v for k, v in old["seconds"].items()}
+
+
+def test_calls_along_axes_need_their_sizes(tmp_path):
+    """Layouts of fewer than 2**8 elements do not exist, and a choice of
+    nothing is refused rather than run."""
+    assert "--axes needs --log2 of 8 or more" in _fails(
+        "run", "--axes", "--device", "cpu", "--log2", "7", "--out", str(tmp_path / "a.json"))
+    assert "no case matches" in _fails("run", "--axes", "--device", "cpu", "--log2", "8",
+                                       "--only", "float64", "--out", str(tmp_path / "b.json"))
 
 
 def test_calls_along_axes_end_to_end(tmp_path):

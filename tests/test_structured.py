@@ -448,9 +448,11 @@ def test_complex_mean_of_infinities_and_nan_is_numpys(backend):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, np.int32, np.bool_])
 def test_the_cpu_variance_of_a_whole_array_is_numpys_to_the_bit(dt):
-    """The host's float64 moments of a whole array are NumPy's: its mean, then
-    the sum of squared deviations from it (``np.var``'s passes after its mean),
-    divided once; 0-d input too."""
+    """The host's float64 moments of a whole real array that one NumPy call
+    reduces (below the cpu backend's split over threads, whose parts merge by
+    Chan's formula, within an ulp or so) are NumPy's: its mean, then the sum
+    of squared deviations from it (``np.var``'s passes after its mean), divided
+    once; 0-d input too."""
     rng = np.random.default_rng(5)
     for n in (1, 3, 1000, 100003):
         x = (rng.standard_normal(n) * 40 + 3).astype(dt)
