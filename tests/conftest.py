@@ -118,3 +118,32 @@ def placement(request, backend):
     if request.param == "device" and backend == "cpu":
         pytest.skip("device inputs are a GPU backend's; the cpu backend copies them")
     return request.param
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _gpu_memory_released():
+    """On a GPU, each test module gives back the device memory its arrays left
+    behind: Numba's deferred frees (up to ten arrays, or a fifth of the GPU's
+    memory, wait in each process before they are made), CuPy's pools and
+    PyTorch's cache, none of which give memory back to the other processes by
+    themselves. With several test processes sharing one GPU (``pytest -n``)
+    what all of them kept can outgrow it."""
+    yield
+    if "cuda" not in backends.available():
+        return
+    import gc
+
+    from numba import cuda
+
+    gc.collect()
+    try:
+        cuda.current_context().memory_manager.deallocations.clear()
+    except AttributeError:  # an external memory manager: nothing pending here
+        pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
