@@ -194,22 +194,51 @@ def _torch_dtype(tdtype) -> np.dtype | None:
 
 def _read_torch(x) -> DeviceFields | None:
     # each of PyTorch's accessors is a call into it: the cheapest ones, once each
-    # (get_device() makes no device object, as x.device does)
+    # (get_device() makes no device object, as x.device does). A tensor that
+    # requires grad is read as its values, as x.detach() would be.
     if not x.is_cuda:
-        return None  # a host tensor (see _host_array)
+        return None  # a host tensor (see _host_tensor)
+    _check_torch_bits(x)
     tdt = x.dtype
     dt = _TORCH_DTYPES.get(tdt)
     if dt is None:
         dt = _torch_dtype(tdt)
     if dt is None:
-        return _read_cai(x)  # let the interface name (or refuse) the dtype
+        return _read_cai(x.detach())  # let the interface name (or refuse) the dtype
     try:
         s = _torch_stream(x.get_device())
     except (AttributeError, RuntimeError):  # a PyTorch without the raw call
-        s = x.__cuda_array_interface__.get("stream")
+        s = x.detach().__cuda_array_interface__.get("stream")
     strides = tuple(map(dt.itemsize.__mul__, x.stride()))
     # PyTorch's default stream (0) is CUDA's legacy one, the interface's 1
     return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s or 1)
+
+
+def _check_torch_bits(x) -> None:
+    """Refuse a PyTorch tensor whose memory does not hold its values: a lazy
+    ``x.conj()`` (the conjugate bit) or a negated view (the negative bit, as
+    ``x.conj().imag`` is) holds the values before the conjugation or
+    negation, which PyTorch's own operators apply as they read."""
+    if x.is_conj():
+        raise TypeError("a PyTorch tensor with its conjugate bit set (a lazy x.conj()) "
+                        "holds the unconjugated values: pass x.resolve_conj()")
+    if x.is_neg():
+        raise TypeError("a PyTorch tensor with its negative bit set (a lazy negated view, "
+                        "such as x.conj().imag) holds the values before negation: pass "
+                        "x.resolve_neg()")
+
+
+def _host_tensor(x) -> Input:
+    """A PyTorch CPU tensor: its values as NumPy views them (one that requires
+    grad read as x.detach() would be; bfloat16, which NumPy cannot view, as its
+    bits)."""
+    _check_torch_bits(x)
+    x = x.detach()
+    if _torch_dtype(x.dtype) == BFLOAT16:
+        import torch
+
+        return Input(BFLOAT16, tuple(x.shape), host=x.view(torch.int16).numpy().view(np.uint16))
+    return host_input(np.asarray(x))
 
 
 # --- DLPack (__dlpack__), for producers without __cuda_array_interface__
@@ -384,9 +413,7 @@ def inspect(x, masked: bool = False) -> Input:
             return host_input(x)
         if _is_simulator_array(x):  # before the protocols: it forwards them to NumPy
             return Input(_device_dtype(x.dtype), tuple(x.shape), device=x, kind="sim")
-        # hasattr on the instance: a PyTorch CPU tensor's class has the property,
-        # but reading it raises AttributeError
-        if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack_device__"):
+        if _device_protocol(x):
             found = _reader(type(x))
     if found is not None:
         fields = found[0](x)
@@ -398,15 +425,25 @@ def inspect(x, masked: bool = False) -> Input:
         raise _not_an_array(x)
     if isinstance(x, _PYTHON_DATA):
         return host_input(_from_python(x))
-    if type(x).__module__.startswith("torch") and _torch_dtype(x.dtype) == BFLOAT16:
-        import torch  # a host bfloat16 tensor, which NumPy cannot view: its bits
-
-        return Input(BFLOAT16, tuple(x.shape), host=x.view(torch.int16).numpy().view(np.uint16))
+    if found is not None and found[1] == "torch":  # a host tensor
+        return _host_tensor(x)
     if hasattr(x, "__dlpack_device__") and not hasattr(x, "__array__"):
         return host_input(np.from_dlpack(x))
     if hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
         return host_input(np.asarray(x))
     return host_input(_from_buffer(x))
+
+
+def _device_protocol(x) -> bool:
+    """Whether ``x`` offers a device array's protocol (on the instance: a
+    PyTorch CPU tensor's class has ``__cuda_array_interface__``, but reading it
+    raises AttributeError; for a tensor that requires grad, RuntimeError)."""
+    try:
+        if hasattr(x, "__cuda_array_interface__"):
+            return True
+    except RuntimeError:  # PyTorch's tensor that requires grad: its own reader reads it
+        return True
+    return hasattr(x, "__dlpack_device__")
 
 
 def host_input(x: np.ndarray) -> Input:

@@ -964,6 +964,33 @@ def test_torch_inputs():
     assert pyreduce.sum(h) == 4950
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_torch_lazy_views_are_refused_and_grad_tensors_read(device):
+    """PyTorch's lazy conjugate and negated views hold other values than they
+    show: a TypeError naming the bit, never the sum of their memory; a tensor
+    that requires grad (a Parameter) is read as its values, the first call of
+    its type as later ones, plain and along an axis."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    z = torch.randn(4099, dtype=torch.complex64, device=device)
+    for lazy, bit in ((z.conj(), "conjugate"), (z.conj().imag, "negative")):
+        for call in (pyreduce.sum, pyreduce.mean, pyreduce.argmax):
+            with pytest.raises(TypeError, match=f"{bit} bit"):
+                call(lazy)
+    resolved = z.conj().resolve_conj()
+    got = complex(pyreduce.sum(resolved, device_result=False))
+    assert abs(got - complex(resolved.cpu().numpy().astype(np.complex128).sum())) < 1e-2
+    w = torch.nn.Parameter(torch.randn(257, 31, device=device))
+    host = w.detach().cpu().numpy()
+    for _ in range(2):
+        assert float(pyreduce.max(w)) == host.max()
+        assert int(pyreduce.argmax(w)) == int(host.argmax())
+        assert np.array_equal(np.asarray(pyreduce.max(w, axis=0, device_result=False)),
+                              host.max(axis=0))
+        assert not getattr(pyreduce.max(w), "requires_grad", False)
+
+
 class _DLPackOnly:
     """A CUDA producer with nothing but the DLPack protocol (as JAX arrays are)."""
 

@@ -481,6 +481,105 @@ def test_interface_arrays_in_another_byte_order_are_refused():
 
 
 # --------------------------------------------------------------------------
+# PyTorch's lazy views and tensors that require grad
+
+
+def _tensor_type(values, cuda, conj=False, neg=False, grad=False, name="Tensor"):
+    """A class standing in for PyTorch's ``Tensor`` (or ``Parameter``) and one
+    tensor of it over ``values``: the accessors pyreduce's reader calls, and
+    PyTorch's refusals (``__cuda_array_interface__`` of a tensor that requires
+    grad, ``numpy()`` of one with the conjugate or negative bit or grad). A
+    new class each time, so the first sight of its type is tested."""
+
+    def interface(self):
+        if not self.is_cuda:
+            raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor")
+        if self.requires_grad:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that "
+                               "requires grad. Use var.detach().__cuda_array_interface__")
+        return {"data": (1 << 20, False), "shape": self.shape, "typestr": "<f4",
+                "version": 3}
+
+    def array(self, dtype=None, copy=None):
+        if self.requires_grad or self.conj or self.neg:
+            raise RuntimeError("Can't call numpy() on this Tensor")
+        return self.values
+
+    cls = type(name, (), {
+        "__module__": "torch", "__cuda_array_interface__": property(interface),
+        "__array__": array, "__dlpack_device__": lambda self: (2 if self.is_cuda else 1, 0),
+        "is_conj": lambda self: self.conj, "is_neg": lambda self: self.neg,
+        "get_device": lambda self: 0, "data_ptr": lambda self: 1 << 20,
+        "stride": lambda self: tuple(s // 4 for s in self.values.strides),
+        "detach": lambda self: _tensor_type(self.values, self.is_cuda, conj, neg)[1],
+    })
+    x = cls()
+    x.values, x.shape, x.dtype, x.is_cuda = values, values.shape, "float32 stand-in", cuda
+    x.conj, x.neg, x.requires_grad = conj, neg, grad
+    return cls, x
+
+
+@pytest.fixture
+def tensors(monkeypatch):
+    """Make :func:`_tensor_type` tensors, whose dtype pyreduce reads as float32;
+    their types are forgotten by the readers afterwards."""
+    from pyreduce import interop
+
+    monkeypatch.setitem(interop._TORCH_DTYPES, "float32 stand-in", np.dtype(np.float32))
+    monkeypatch.setattr(interop, "_torch_stream", lambda index: 0)
+    made = []
+
+    def make(*args, **kwargs):
+        cls, x = _tensor_type(*args, **kwargs)
+        made.append(cls)
+        return x
+
+    yield make
+    for cls in made:
+        interop._READERS.pop(cls, None)
+
+
+@pytest.mark.parametrize("cuda", [True, False], ids=["cuda", "cpu"])
+@pytest.mark.parametrize("bit", ["conj", "neg"])
+def test_torch_tensors_whose_memory_is_not_their_values_are_refused(tensors, cuda, bit):
+    """A lazy ``x.conj()`` or negated view holds the values before the
+    conjugation or negation: a TypeError that names the bit and the call
+    that resolves it, never the sum of the memory (a wrong answer), on the
+    first sight of the type and after."""
+    from pyreduce import interop
+
+    values = np.arange(6, dtype=np.float32)
+    for _ in range(2):
+        x = tensors(values, cuda, **{bit: True})
+        with pytest.raises(TypeError, match=f"{'conjugate' if bit == 'conj' else 'negative'} "
+                                            f"bit.*resolve_{bit}"):
+            interop.inspect(x)
+    x = tensors(values, cuda)
+    if not cuda:
+        assert pyreduce.sum(x, backend="cpu") == values.sum()
+
+
+@pytest.mark.parametrize("name", ["Tensor", "Parameter"])
+def test_torch_tensors_that_require_grad_are_read_as_their_values(tensors, name):
+    """A tensor that requires grad (an ``nn.Parameter``) is read as
+    ``x.detach()`` would be, the first time its type is seen as after: on the
+    device its memory in place, on the host its values (PyTorch refuses both
+    ``__cuda_array_interface__`` and ``numpy()`` of it)."""
+    from pyreduce import interop
+
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    for _ in range(2):
+        info = interop.inspect(tensors(values, True, grad=True, name=name))
+        assert info.kind == "torch" and info.fields.ptr == 1 << 20
+        assert info.shape == (3, 2) and info.fields.strides == values.strides
+        assert info.dtype == np.float32
+    for _ in range(2):
+        host = tensors(values, False, grad=True, name=name)
+        assert pyreduce.sum(host, backend="cpu") == values.sum()
+        assert pyreduce.max(host, axis=0, backend="cpu").tolist() == values.max(axis=0).tolist()
+
+
+# --------------------------------------------------------------------------
 # Python data and buffers
 
 
