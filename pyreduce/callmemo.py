@@ -6,7 +6,7 @@ plan: several microseconds of Python, a good part of a small reduction's call.
 Programs make the same call on new arrays of one shape over and over, so the
 :class:`~pyreduce.prepared.Prepared` call is remembered per *call shape*: the operator,
 identity, initial value, accumulator dtype, backend and stream asked for, and the
-input's kind, dtype, shape, strides and producer stream. A repeat reads the new
+input's kind, dtype, shape, strides, producer stream and GPU. A repeat reads the new
 array's address, checks that the remembered decisions still hold (the operator's
 bindings, as :func:`~pyreduce.ops.as_monoid` checks them; the current device; the
 address's alignment, which the plan depends on) and launches. Where one does not
@@ -74,7 +74,8 @@ def key(info, op, identity, initial, dtype, backend, stream):
         return None
     fields = info.fields  # None: the simulator's arrays
     return (op_ref(op), _values(identity, initial), dtype, backend, stream, info.kind,
-            info.dtype, info.shape, None if fields is None else (fields.strides, fields.stream))
+            info.dtype, info.shape,
+            None if fields is None else (fields.strides, fields.stream, fields.device))
 
 
 def host_key(info, op, identity, initial, dtype, backend):

@@ -38,14 +38,16 @@ __all__ = ["Input", "DeviceFields", "inspect", "host_input", "device_fields", "p
 
 class DeviceFields:
     """A device array's memory: ``ptr``, ``shape``, ``strides`` in bytes (None:
-    C-contiguous), ``dtype``, and ``stream``, the producer's stream handle (None:
-    none given; 1 and 2 are CUDA's legacy and per-thread default streams)."""
+    C-contiguous), ``dtype``, ``stream``, the producer's stream handle (None:
+    none given; 1 and 2 are CUDA's legacy and per-thread default streams), and
+    ``device``, the ordinal of the GPU it is on where its library says (None:
+    not said, as the CUDA Array Interface does not)."""
 
-    __slots__ = ("ptr", "shape", "strides", "dtype", "stream")
+    __slots__ = ("ptr", "shape", "strides", "dtype", "stream", "device")
 
-    def __init__(self, ptr, shape, strides, dtype, stream):
+    def __init__(self, ptr, shape, strides, dtype, stream, device=None):
         self.ptr, self.shape, self.strides = ptr, shape, strides
-        self.dtype, self.stream = dtype, stream
+        self.dtype, self.stream, self.device = dtype, stream, device
 
     def byte_strides(self) -> tuple:
         """The strides in bytes, filled in for a C-contiguous array."""
@@ -161,7 +163,9 @@ def _read_cai(x) -> DeviceFields:
 def _read_cupy(x) -> DeviceFields:
     # CuPy's null stream (0) is CUDA's legacy default stream, which the
     # interface names 1: a read on a non-blocking stream must wait for it
-    return DeviceFields(x.data.ptr, x.shape, x.strides, x.dtype, _cupy_stream().ptr or 1)
+    data = x.data
+    return DeviceFields(data.ptr, x.shape, x.strides, x.dtype, _cupy_stream().ptr or 1,
+                        data.device_id)
 
 
 def _cupy_stream():
@@ -205,13 +209,14 @@ def _read_torch(x) -> DeviceFields | None:
         dt = _torch_dtype(tdt)
     if dt is None:
         return _read_cai(x.detach())  # let the interface name (or refuse) the dtype
+    device = x.get_device()
     try:
-        s = _torch_stream(x.get_device())
+        s = _torch_stream(device)
     except (AttributeError, RuntimeError):  # a PyTorch without the raw call
         s = x.detach().__cuda_array_interface__.get("stream")
     strides = tuple(map(dt.itemsize.__mul__, x.stride()))
     # PyTorch's default stream (0) is CUDA's legacy one, the interface's 1
-    return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s or 1)
+    return DeviceFields(x.data_ptr(), tuple(x.shape), strides, dt, s or 1, device)
 
 
 def _check_torch_bits(x) -> None:
@@ -284,7 +289,9 @@ def parse_dlpack(capsule, stream=None) -> DeviceFields:
     shape = tuple(t.shape[k] for k in range(t.ndim))
     strides = None if not t.strides else tuple(t.strides[k] * dt.itemsize
                                               for k in range(t.ndim))
-    return DeviceFields((t.data or 0) + t.byte_offset, shape, strides, dt, stream)
+    # a GPU's own memory names its device; pinned and managed memory serve any
+    device = t.device.device_id if t.device.device_type == _DL_CUDA else None
+    return DeviceFields((t.data or 0) + t.byte_offset, shape, strides, dt, stream, device)
 
 
 def _read_dlpack(x) -> DeviceFields | None:
@@ -310,10 +317,15 @@ def _torch_stream(index):
 
 def _read_numba(x) -> DeviceFields:
     try:  # the address as an int, without the ctypes object device_ctypes_pointer makes
-        ptr = x.gpu_data.device_pointer_value or 0
+        data = x.gpu_data
+        ptr = data.device_pointer_value or 0
     except AttributeError:  # no memory
-        ptr = 0
-    return DeviceFields(ptr, x.shape, x.strides, x.dtype, None)
+        return DeviceFields(0, x.shape, x.strides, x.dtype, None)
+    try:
+        device = data.context.device.id
+    except AttributeError:  # memory of no context Numba knows
+        device = None
+    return DeviceFields(ptr, x.shape, x.strides, x.dtype, None, device)
 
 
 def _reader_for(cls):

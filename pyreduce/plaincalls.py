@@ -4,7 +4,7 @@ A named reduction called with nothing but its array and ``device_result``
 (``pyreduce.sum(x)``, ``pyreduce.mean(x, device_result=False)``, ``pyreduce.var(x)``)
 has a call shape (:mod:`pyreduce.callmemo`) that its name and the array's own
 attributes decide: the accumulator, the operator, the result's placement and
-the kernel's call shape all follow from the dtype, shape, strides, stream and
+the kernel's call shape all follow from the dtype, shape, strides, stream, GPU and
 kind of array that the array's reader (:func:`pyreduce.interop.inspect`) gives.
 So the call shape those attributes were seen with is remembered by them
 (:func:`learn`, called by the full path of such a call), and a repeat on a
@@ -87,4 +87,4 @@ def _key(name, device_result, kind, fields) -> tuple:
     ``fields`` (the reader's dtype, before :func:`pyreduce.interop.inspect`
     names it)."""
     return (name, device_result, kind, fields.dtype, fields.shape, fields.strides,
-            fields.stream)
+            fields.stream, fields.device)

@@ -991,6 +991,33 @@ def test_torch_lazy_views_are_refused_and_grad_tensors_read(device):
         assert not getattr(pyreduce.max(w), "requires_grad", False)
 
 
+def test_inputs_on_another_gpu_are_refused_and_reduced_with_theirs_current():
+    """On a machine of two GPUs or more: a CuPy array, a PyTorch tensor and a
+    Numba array on the last GPU while the first is current are a ValueError
+    naming both (their repeats too); with their GPU current, each is reduced
+    there, to the right value, by the full path and by its repeats."""
+    cuda = cuda_module()
+    if len(cuda.gpus) < 2:
+        pytest.skip("needs two GPUs")
+    last = len(cuda.gpus) - 1
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    host = np.arange(4097, dtype=np.float32)  # every partial sum exact in float32
+    with cp.cuda.Device(last):
+        arrays = [cp.asarray(host), torch.from_numpy(host).to(f"cuda:{last}")]
+    with cuda.gpus[last]:
+        arrays.append(cuda.to_device(host))
+    for x in arrays:
+        with cp.cuda.Device(0):
+            for _ in range(2):
+                with pytest.raises(ValueError, match=f"on GPU {last} and .* GPU 0"):
+                    pyreduce.sum(x)
+        with cp.cuda.Device(last):
+            for _ in range(3):
+                assert float(pyreduce.sum(x)) == 4096 * 4097 / 2
+                assert int(pyreduce.argmax(x)) == host.size - 1
+
+
 class _DLPackOnly:
     """A CUDA producer with nothing but the DLPack protocol (as JAX arrays are)."""
 

@@ -559,6 +559,28 @@ def test_torch_tensors_whose_memory_is_not_their_values_are_refused(tensors, cud
         assert pyreduce.sum(x, backend="cpu") == values.sum()
 
 
+@pytest.mark.parametrize("on,current", [(1, 0), (0, 3), (2, 2), (None, 1)])
+def test_an_input_on_another_gpu_than_the_current_is_refused(monkeypatch, on, current):
+    """The CUDA backend launches in the current device's context: an input
+    whose library says it is on another GPU is a ValueError naming both and
+    how to make its GPU current, before anything is planned; one on the
+    current GPU (or of a producer that does not say) is launched on its
+    producer's stream."""
+    from pyreduce.backends import numba_cuda
+    from pyreduce.interop import DeviceFields, Input
+
+    monkeypatch.setattr(numba_cuda, "current_device", lambda: current)
+    fields = DeviceFields(1 << 20, (8,), None, np.dtype(np.float32), 7, on)
+    info = Input(np.dtype(np.float32), (8,), None, object(), fields, "cupy")
+    launch_stream = numba_cuda.CudaBackend.launch_stream
+    if on is None or on == current:
+        assert launch_stream(None, None, info) == 7
+        return
+    with pytest.raises(ValueError, match=rf"on GPU {on} and .* GPU {current}: .*"
+                                         rf"cupy.cuda.Device\({on}\)"):
+        launch_stream(None, None, info)
+
+
 @pytest.mark.parametrize("name", ["Tensor", "Parameter"])
 def test_torch_tensors_that_require_grad_are_read_as_their_values(tensors, name):
     """A tensor that requires grad (an ``nn.Parameter``) is read as

@@ -23,13 +23,13 @@ from pyreduce.tuning_keywords import DEFAULT
 class Stand:
     """A device array's stand-in: the attributes its reader reads."""
 
-    def __init__(self, n=1000, dtype=np.float32, strides=None, stream=1, ptr=1 << 20):
+    def __init__(self, n=1000, dtype=np.float32, strides=None, stream=1, ptr=1 << 20, device=0):
         self.ptr, self.shape, self.dtype = ptr, (n,), np.dtype(dtype)
-        self.strides, self.stream = strides, stream
+        self.strides, self.stream, self.device = strides, stream, device
 
 
 def _read(x):
-    return DeviceFields(x.ptr, x.shape, x.strides, x.dtype, x.stream)
+    return DeviceFields(x.ptr, x.shape, x.strides, x.dtype, x.stream, x.device)
 
 
 @pytest.fixture
@@ -83,12 +83,13 @@ def test_a_repeat_takes_the_call_shape_its_attributes_were_seen_with(stands):
     assert inspects[0] == 2
 
 
-@pytest.mark.parametrize("change", ["dtype", "strides", "stream", "device_result"])
+@pytest.mark.parametrize("change", ["dtype", "strides", "stream", "device", "device_result"])
 def test_every_attribute_counts(stands, change):
     inspects, runs = stands
     a = Stand(dtype=np.float64, strides=(8,))
     b = {"dtype": Stand(dtype=np.int64, strides=(8,)), "strides": Stand(dtype=np.float64),
          "stream": Stand(dtype=np.float64, strides=(8,), stream=7),
+         "device": Stand(dtype=np.float64, strides=(8,), device=1),
          "device_result": a}[change]
     remember(runs, "a", a)
     if change != "device_result":

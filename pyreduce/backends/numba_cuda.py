@@ -42,6 +42,17 @@ __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
 _SIM_LOCK = renew_in_child(threading.RLock())
 
 
+
+def check_input_device(on: int, current: int) -> None:
+    """Refuse an input on GPU ``on`` while GPU ``current`` is this thread's: the
+    kernels run in the current device's context, and a stream of the input's
+    device is not one of its streams."""
+    if on != current:
+        raise ValueError(f"the input is on GPU {on} and this thread's current device is GPU "
+                         f"{current}: reduce it with GPU {on} current (with "
+                         f"cupy.cuda.Device({on}), torch.cuda.device({on}) or "
+                         f"numba.cuda.gpus[{on}])")
+
 class NumbaCudaBackend(GeneratedBackend):
     """What the simulator and the GPU share: ``numba.cuda`` as the kernel module,
     imported on first use (a GPU process whose kernels are all in the disk cache
@@ -267,8 +278,10 @@ class CudaBackend(NumbaCudaBackend):
         producer works on (CuPy's or PyTorch's current stream), so the reduction
         is ordered after the work that made its input without a synchronization."""
         check_stream(stream)
+        fields = info.fields
+        if fields is not None and fields.device is not None:
+            check_input_device(fields.device, current_device())
         if stream is None:
-            fields = info.fields
             producer = None if fields is None else fields.stream
             return 0 if producer in (None, 1) else producer
         try:
