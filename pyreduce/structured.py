@@ -607,8 +607,11 @@ def nanprod_monoid(dtype: np.dtype, acc_dtype=None) -> Monoid:
 def degrees_of_freedom(ddof, correction):
     """The ``ddof`` of a var/std call given ``ddof=`` (NumPy's) or ``correction=``
     (the array API's name for it): ``correction`` when given, and a ValueError
-    when both are, as ``np.var`` raises (a ``ddof`` of 0 counts as not given)."""
+    when both are, as ``np.var`` raises (a ``ddof`` of 0 counts as not given);
+    a TypeError for a ``ddof`` that is not a real number (an array among them)."""
     if correction is None:
+        if type(ddof) is not int and not isinstance(ddof, numbers.Real):
+            raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
         return ddof
     if not (isinstance(ddof, numbers.Real) and ddof == 0):
         raise ValueError("ddof= and correction= are the same number under two names: "

@@ -802,6 +802,19 @@ def test_correction_that_is_not_a_number_is_named():
     assert pyreduce.var(x, correction=1, backend="cpu") == np.var(x, correction=1)
 
 
+@pytest.mark.parametrize("name", ["var", "std", "nanvar", "nanstd"])
+@pytest.mark.parametrize("ddof", [np.array([1, 2]), "1", [1], None, 1 + 0j])
+def test_ddof_that_is_not_a_real_number_is_named(name, ddof):
+    """An array, a string, a list, None or a complex ddof: a TypeError that
+    names ddof= (an array of two was NumPy's ValueError about its truth value)."""
+    x = np.arange(5.0)
+    with pytest.raises(TypeError, match="ddof= must be a real number"):
+        getattr(pyreduce, name)(x, ddof=ddof, backend="cpu")
+    for good in (1, np.int64(1), 1.0, np.float32(1.0)):
+        assert getattr(pyreduce, name)(x, ddof=good, backend="cpu") == pytest.approx(
+            getattr(np, name)(x, ddof=1))
+
+
 def test_a_moments_monoid_is_made_once_and_bad_arguments_are_still_named():
     """moments_monoid remembers its monoids by the arguments as given (a
     repeat's host time) in a bounded memo; arguments it refuses
