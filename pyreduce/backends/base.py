@@ -25,7 +25,7 @@ from ..dtypes import carrier, code, fields, is_bfloat16, is_tuple, storage
 from ..finishing import finish_source
 from ..flatten import gather_source
 from ..forks import renew_in_child
-from ..interop import inspect
+from ..interop import host_input, inspect
 from ..planner import DeviceInfo
 from ..spec import KernelSpec
 from ..variants import finishes, generate
@@ -78,8 +78,8 @@ def check_out_array(out) -> None:
 def to_host(info) -> np.ndarray:
     """A device input copied to the host, for the cpu backend."""
     x = info.device
-    if info.fields is None:  # the simulator's arrays
-        return x.copy_to_host()
+    if info.fields is None:  # the simulator's arrays: as a host input's (bfloat16 as bits)
+        return host_input(x.copy_to_host()).host
     if info.kind == "torch":
         return inspect(x.cpu()).host
     from .fastpath import fields_to_host  # late: the CUDA driver's bindings
