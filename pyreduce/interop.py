@@ -316,16 +316,19 @@ def _torch_stream(index):
 
 
 def _read_numba(x) -> DeviceFields:
+    # an array bound to a stream (cuda.device_array(n, stream=s)) names it, as its
+    # interface does: its producer's work is ordered on it
+    stream = x.__cuda_array_interface__.get("stream") if getattr(x, "stream", 0) else None
     try:  # the address as an int, without the ctypes object device_ctypes_pointer makes
         data = x.gpu_data
         ptr = data.device_pointer_value or 0
     except AttributeError:  # no memory
-        return DeviceFields(0, x.shape, x.strides, x.dtype, None)
+        return DeviceFields(0, x.shape, x.strides, x.dtype, stream)
     try:
         device = data.context.device.id
     except AttributeError:  # memory of no context Numba knows
         device = None
-    return DeviceFields(ptr, x.shape, x.strides, x.dtype, None, device)
+    return DeviceFields(ptr, x.shape, x.strides, x.dtype, stream, device)
 
 
 def _reader_for(cls):

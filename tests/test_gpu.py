@@ -390,6 +390,32 @@ def test_small_results_share_slabs_and_stay_correct(kind):
     assert rec.copy_to_host()[()][1] == np.argmax(hosts[1])  # a record: a Numba array
 
 
+def test_a_numba_array_bound_to_a_stream_is_read_after_its_work():
+    """A Numba array bound to a non-blocking stream names it (as its interface
+    does): a reduction right after a slow kernel filled it on that stream,
+    with nothing synchronized, reads the filled values, first call and repeats."""
+    cuda = cuda_module()
+    cp = pytest.importorskip("cupy")
+    other = cp.cuda.Stream(non_blocking=True)
+    bound = cuda.external_stream(other.ptr)
+
+    @cuda.jit
+    def slow_fill(x, value, spins):
+        i = cuda.grid(1)
+        if i < x.size:
+            v = 0.0
+            for k in range(spins):  # keeps the stream busy long after the launch
+                v += 1e-30 * k
+            x[i] = value + v * 0.0
+
+    n = 1 << 16
+    x = cuda.device_array(n, dtype=np.float32, stream=bound)
+    for value in (1.0, 2.0, 3.0):
+        slow_fill[n // 256, 256, bound](x, value, 200_000)
+        assert float(pyreduce.sum(x)) == value * n
+    other.synchronize()
+
+
 def test_numba_results_after_the_first_are_like_numbas_own():
     """A small Numba result after the first of its shape and dtype copies that
     one's attributes (``pyreduce.backends.results.numba_result``): it must be
