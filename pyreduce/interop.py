@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import sys
 
 import numpy as np
 
@@ -321,6 +322,8 @@ def _read_numba(x) -> DeviceFields:
     stream = x.__cuda_array_interface__.get("stream") if getattr(x, "stream", 0) else None
     try:  # the address as an int, without the ctypes object device_ctypes_pointer makes
         data = x.gpu_data
+        # an owned pointer forwards every attribute to its view, by a slow lookup
+        data = getattr(data, "_view", data)
         ptr = data.device_pointer_value or 0
     except AttributeError:  # no memory
         return DeviceFields(0, x.shape, x.strides, x.dtype, stream)
@@ -337,6 +340,9 @@ def _reader_for(cls):
         return _read_cupy
     if module.startswith("torch") and name in ("Tensor", "Parameter"):
         return _read_torch
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(cls, type) and issubclass(cls, torch.Tensor):
+        return _read_torch  # a user's subclass: its lazy views are refused too
     if module.startswith("numba.cuda.cudadrv.devicearray") and name in (
         "DeviceNDArray", "DeviceRecord", "MappedNDArray"
     ):

@@ -1020,8 +1020,9 @@ def test_torch_lazy_views_are_refused_and_grad_tensors_read(device):
 def test_inputs_on_another_gpu_are_refused_and_reduced_with_theirs_current():
     """On a machine of two GPUs or more: a CuPy array, a PyTorch tensor and a
     Numba array on the last GPU while the first is current are a ValueError
-    naming both (their repeats too); with their GPU current, each is reduced
-    there, to the right value, by the full path and by its repeats."""
+    naming both, after a call of the same shape on the first GPU was
+    remembered; with their GPU current, each is reduced there, to the right
+    value, by the full path and by its repeats."""
     cuda = cuda_module()
     if len(cuda.gpus) < 2:
         pytest.skip("needs two GPUs")
@@ -1033,9 +1034,12 @@ def test_inputs_on_another_gpu_are_refused_and_reduced_with_theirs_current():
         arrays = [cp.asarray(host), torch.from_numpy(host).to(f"cuda:{last}")]
     with cuda.gpus[last]:
         arrays.append(cuda.to_device(host))
-    for x in arrays:
+    with cp.cuda.Device(0):
+        firsts = [cp.asarray(host), torch.from_numpy(host).to("cuda:0"), cuda.to_device(host)]
+    for first, x in zip(firsts, arrays):
         with cp.cuda.Device(0):
-            for _ in range(2):
+            for _ in range(2):  # the same call shape but for the GPU, remembered first
+                assert float(pyreduce.sum(first)) == 4096 * 4097 / 2
                 with pytest.raises(ValueError, match=f"on GPU {last} and .* GPU 0"):
                     pyreduce.sum(x)
         with cp.cuda.Device(last):

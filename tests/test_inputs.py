@@ -14,6 +14,7 @@ from __future__ import annotations
 import array
 import functools
 import math
+import sys
 from fractions import Fraction
 
 import ml_dtypes
@@ -484,12 +485,12 @@ def test_interface_arrays_in_another_byte_order_are_refused():
 # PyTorch's lazy views and tensors that require grad
 
 
-def _tensor_type(values, cuda, conj=False, neg=False, grad=False, name="Tensor"):
-    """A class standing in for PyTorch's ``Tensor`` (or ``Parameter``) and one
-    tensor of it over ``values``: the accessors pyreduce's reader calls, and
-    PyTorch's refusals (``__cuda_array_interface__`` of a tensor that requires
-    grad, ``numpy()`` of one with the conjugate or negative bit or grad). A
-    new class each time, so the first sight of its type is tested."""
+def _tensor_class(name="Tensor"):
+    """A class standing in for PyTorch's ``Tensor`` (or ``Parameter``): the
+    accessors pyreduce's reader calls, and PyTorch's refusals
+    (``__cuda_array_interface__`` of a tensor that requires grad after the
+    AttributeError of a host one, ``numpy()`` of one with the conjugate or
+    negative bit or grad)."""
 
     def interface(self):
         if not self.is_cuda:
@@ -505,37 +506,43 @@ def _tensor_type(values, cuda, conj=False, neg=False, grad=False, name="Tensor")
             raise RuntimeError("Can't call numpy() on this Tensor")
         return self.values
 
-    cls = type(name, (), {
+    def detach(self):
+        return make_tensor(type(self), self.values, self.is_cuda, self.conj, self.neg)
+
+    return type(name, (), {
         "__module__": "torch", "__cuda_array_interface__": property(interface),
         "__array__": array, "__dlpack_device__": lambda self: (2 if self.is_cuda else 1, 0),
         "is_conj": lambda self: self.conj, "is_neg": lambda self: self.neg,
         "get_device": lambda self: 0, "data_ptr": lambda self: 1 << 20,
-        "stride": lambda self: tuple(s // 4 for s in self.values.strides),
-        "detach": lambda self: _tensor_type(self.values, self.is_cuda, conj, neg)[1],
+        "stride": lambda self: tuple(s // 4 for s in self.values.strides), "detach": detach,
     })
+
+
+def make_tensor(cls, values, cuda, conj=False, neg=False, grad=False):
     x = cls()
     x.values, x.shape, x.dtype, x.is_cuda = values, values.shape, "float32 stand-in", cuda
     x.conj, x.neg, x.requires_grad = conj, neg, grad
-    return cls, x
+    return x
 
 
 @pytest.fixture
 def tensors(monkeypatch):
-    """Make :func:`_tensor_type` tensors, whose dtype pyreduce reads as float32;
-    their types are forgotten by the readers afterwards."""
+    """``make(values, cuda, conj=, neg=, grad=, name=)``: a stand-in tensor whose
+    dtype pyreduce reads as float32, of one class per name for the test (new
+    to the readers at its first tensor, known to them after); the classes
+    are forgotten by the readers afterwards."""
     from pyreduce import interop
 
     monkeypatch.setitem(interop._TORCH_DTYPES, "float32 stand-in", np.dtype(np.float32))
     monkeypatch.setattr(interop, "_torch_stream", lambda index: 0)
-    made = []
+    classes = {}
 
-    def make(*args, **kwargs):
-        cls, x = _tensor_type(*args, **kwargs)
-        made.append(cls)
-        return x
+    def make(values, cuda, name="Tensor", **bits):
+        cls = classes.setdefault(name, _tensor_class(name))
+        return make_tensor(cls, values, cuda, **bits)
 
     yield make
-    for cls in made:
+    for cls in classes.values():
         interop._READERS.pop(cls, None)
 
 
@@ -581,24 +588,49 @@ def test_an_input_on_another_gpu_than_the_current_is_refused(monkeypatch, on, cu
         launch_stream(None, None, info)
 
 
+@pytest.mark.parametrize("first", ["cuda", "cpu"])
 @pytest.mark.parametrize("name", ["Tensor", "Parameter"])
-def test_torch_tensors_that_require_grad_are_read_as_their_values(tensors, name):
+def test_torch_tensors_that_require_grad_are_read_as_their_values(tensors, name, first):
     """A tensor that requires grad (an ``nn.Parameter``) is read as
-    ``x.detach()`` would be, the first time its type is seen as after: on the
-    device its memory in place, on the host its values (PyTorch refuses both
-    ``__cuda_array_interface__`` and ``numpy()`` of it)."""
+    ``x.detach()`` would be, the first time its type is seen (on the device or
+    on the host) as after: on the device its memory in place, on the host its
+    values (PyTorch refuses both ``__cuda_array_interface__`` and ``numpy()``
+    of it)."""
     from pyreduce import interop
 
     values = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
-    for _ in range(2):
-        info = interop.inspect(tensors(values, True, grad=True, name=name))
-        assert info.kind == "torch" and info.fields.ptr == 1 << 20
-        assert info.shape == (3, 2) and info.fields.strides == values.strides
-        assert info.dtype == np.float32
-    for _ in range(2):
-        host = tensors(values, False, grad=True, name=name)
-        assert pyreduce.sum(host, backend="cpu") == values.sum()
-        assert pyreduce.max(host, axis=0, backend="cpu").tolist() == values.max(axis=0).tolist()
+    order = ["cuda", "cpu"] if first == "cuda" else ["cpu", "cuda"]
+    for where in order * 2:
+        x = tensors(values, where == "cuda", grad=True, name=name)
+        if where == "cuda":
+            info = interop.inspect(x)
+            assert info.kind == "torch" and info.fields.ptr == 1 << 20
+            assert info.shape == (3, 2) and info.fields.strides == values.strides
+            assert info.dtype == np.float32 and info.fields.device == 0
+        else:
+            assert pyreduce.sum(x, backend="cpu") == values.sum()
+            assert pyreduce.max(x, axis=0, backend="cpu").tolist() == \
+                values.max(axis=0).tolist()
+
+
+def test_subclasses_of_torch_tensors_are_read_as_tensors(monkeypatch, tensors):
+    """A user's subclass of ``torch.Tensor`` (defined outside torch) is read by
+    the tensor reader: its lazy views are refused as a tensor's are."""
+    import types
+
+    from pyreduce import interop
+
+    base = _tensor_class()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=base))
+    mine = type("MyTensor", (base,), {"__module__": "mylib"})
+    try:
+        x = make_tensor(mine, np.arange(4, dtype=np.float32), True, conj=True)
+        with pytest.raises(TypeError, match="conjugate bit"):
+            interop.inspect(x)
+        info = interop.inspect(make_tensor(mine, np.arange(4, dtype=np.float32), True))
+        assert info.fields.ptr == 1 << 20 and info.fields.device == 0
+    finally:
+        interop._READERS.pop(mine, None)
 
 
 # --------------------------------------------------------------------------

@@ -201,3 +201,16 @@ def test_a_nan_ddof_is_not_remembered(stands):
         except Exception:  # the stand-in cannot run the full path's own decisions
             pass
     assert len(plaincalls._SHAPES) == 0
+
+
+def test_the_repeat_key_of_a_call_holds_the_inputs_gpu():
+    """The call shape of a device input's call (``callmemo.key``) tells apart
+    arrays that differ only in the GPU they are on, and keeps one whose
+    library does not say."""
+    def key(device):
+        fields = DeviceFields(1 << 20, (8,), None, np.dtype(np.float32), 1, device)
+        info = interop.Input(np.dtype(np.float32), (8,), None, object(), fields, "cupy")
+        return callmemo.key(info, "add", None, None, np.dtype(np.float32), "auto", None)
+
+    assert key(0) == key(0) and key(None) == key(None)
+    assert len({key(0), key(1), key(None)}) == 3
