@@ -288,3 +288,26 @@ def test_finishing_kernel_source():
                                    "jit"}, gpu_names(tree)
         assert free_names(tree) <= {"gpu", "finish", "res_t"}, free_names(tree)
         assert f"def {name}(" in src
+
+
+def test_the_hip_backend_reads_a_tensor_that_requires_grad_as_its_values():
+    """A PyTorch tensor that requires grad reaches numba-hip as ``x.detach()``
+    (its interface refuses the tensor itself), as the CUDA backend reads it;
+    any other array as it is."""
+    import types
+
+    class Tensor:
+        def __init__(self, grad):
+            self.requires_grad = grad
+
+        def detach(self):
+            return Tensor(False)
+
+    seen = []
+    fake = types.SimpleNamespace(hip=types.SimpleNamespace(as_cuda_array=seen.append))
+    for grad in (True, False):
+        HipBackend.as_device_array(fake, Tensor(grad))
+    assert [t.requires_grad for t in seen] == [False, False]
+    other = object()
+    HipBackend.as_device_array(fake, other)
+    assert seen[-1] is other

@@ -588,6 +588,30 @@ def test_an_input_on_another_gpu_than_the_current_is_refused(monkeypatch, on, cu
         launch_stream(None, None, info)
 
 
+def test_an_out_array_on_another_gpu_than_the_current_is_refused(monkeypatch):
+    """A device ``out=`` on another GPU is a ValueError naming ``out=`` and both
+    GPUs, before anything is written; one on the current GPU is written in place."""
+    from pyreduce import interop
+    from pyreduce.backends import numba_cuda
+    from pyreduce.interop import DeviceFields
+
+    class Out:
+        __cuda_array_interface__ = None  # read by its own reader below
+
+        def __init__(self, device):
+            self.device = device
+
+    def read(x):
+        return DeviceFields(1 << 20, (), None, np.dtype(np.float32), 1, x.device)
+
+    monkeypatch.setitem(interop._READERS, Out, (read, "cupy"))
+    monkeypatch.setattr(numba_cuda, "current_device", lambda: 0)
+    out_buffer = numba_cuda.CudaBackend.out_buffer
+    with pytest.raises(ValueError, match="out= is on GPU 1 and .* GPU 0"):
+        out_buffer(None, Out(1), np.dtype(np.float32))
+    assert out_buffer(None, Out(0), np.dtype(np.float32)).ptr == 1 << 20
+
+
 @pytest.mark.parametrize("first", ["cuda", "cpu"])
 @pytest.mark.parametrize("name", ["Tensor", "Parameter"])
 def test_torch_tensors_that_require_grad_are_read_as_their_values(tensors, name, first):

@@ -143,4 +143,6 @@ class HipBackend(GeneratedBackend):
         ``__cuda_array_interface__`` (which ROCm builds of PyTorch and CuPy export)."""
         if type(x).__module__.startswith("numba.hip"):
             return x
+        if getattr(x, "requires_grad", False):  # a PyTorch tensor's values, as on CUDA
+            x = x.detach()
         return self.hip.as_cuda_array(x)

@@ -43,12 +43,12 @@ _SIM_LOCK = renew_in_child(threading.RLock())
 
 
 
-def check_input_device(on: int, current: int) -> None:
-    """Refuse an input on GPU ``on`` while GPU ``current`` is this thread's: the
-    kernels run in the current device's context, and a stream of the input's
-    device is not one of its streams."""
+def check_input_device(on: int, current: int, what: str = "the input") -> None:
+    """Refuse an input (or ``what`` else: ``out=``) on GPU ``on`` while GPU
+    ``current`` is this thread's: the kernels run in the current device's
+    context, and a stream of the input's device is not one of its streams."""
     if on != current:
-        raise ValueError(f"the input is on GPU {on} and this thread's current device is GPU "
+        raise ValueError(f"{what} is on GPU {on} and this thread's current device is GPU "
                          f"{current}: reduce it with GPU {on} current (with "
                          f"cupy.cuda.Device({on}), torch.cuda.device({on}) or "
                          f"numba.cuda.gpus[{on}])")
@@ -357,6 +357,8 @@ class CudaBackend(NumbaCudaBackend):
         if fields is None:
             raise TypeError(f"out= must be a NumPy array or a CUDA device array, got "
                             f"{type(out).__name__}")
+        if fields.device is not None:
+            check_input_device(fields.device, current_device(), "out=")
         check_out(fields.shape, fields.dtype, dtype, shape)
         if shape is None:
             return DeviceView(fields.ptr, 1, dtype.itemsize, dtype, out)
