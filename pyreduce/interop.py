@@ -341,7 +341,7 @@ def _reader_for(cls):
     if module.startswith("torch") and name in ("Tensor", "Parameter"):
         return _read_torch
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(cls, type) and issubclass(cls, torch.Tensor):
+    if torch is not None and issubclass(cls, torch.Tensor):
         return _read_torch  # a user's subclass: its lazy views are refused too
     if module.startswith("numba.cuda.cudadrv.devicearray") and name in (
         "DeviceNDArray", "DeviceRecord", "MappedNDArray"

@@ -458,8 +458,7 @@ def _checked_moments_monoid(dtype, statistic: str, ddof, result) -> Monoid:
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, "
                          f"got {statistic!r}")
-    if not isinstance(ddof, numbers.Real):
-        raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
+    _check_real("ddof", ddof)
     result = None if result is None else np.dtype(result)
     if statistic.removeprefix("nan") == "mean":
         return _mean_monoid(dtype, statistic, result)
@@ -610,15 +609,19 @@ def degrees_of_freedom(ddof, correction):
     when both are, as ``np.var`` raises (a ``ddof`` of 0 counts as not given);
     a TypeError for a ``ddof`` that is not a real number (an array among them)."""
     if correction is None:
-        if type(ddof) is not int and not isinstance(ddof, numbers.Real):
-            raise TypeError(f"ddof= must be a real number, got {type(ddof).__name__}")
-        return ddof
+        return _check_real("ddof", ddof)
     if not (isinstance(ddof, numbers.Real) and ddof == 0):
         raise ValueError("ddof= and correction= are the same number under two names: "
                          "give one of them")
-    if not isinstance(correction, numbers.Real):
-        raise TypeError(f"correction= must be a real number, got {type(correction).__name__}")
-    return correction
+    return _check_real("correction", correction)
+
+
+def _check_real(name: str, value):
+    """``value`` of the keyword ``name``, or a TypeError where it is not a real
+    number (an int, the common case, costs one type check)."""
+    if type(value) is not int and not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}= must be a real number, got {type(value).__name__}")
+    return value
 
 
 # nanargmax/nanargmin: ``(value, count, index)``; the map puts -inf (+inf) in

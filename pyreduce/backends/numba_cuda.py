@@ -42,7 +42,6 @@ __all__ = ["NumbaCudaBackend", "SimBackend", "CudaBackend", "carrier"]
 _SIM_LOCK = renew_in_child(threading.RLock())
 
 
-
 def check_input_device(on: int, current: int, what: str = "the input") -> None:
     """Refuse an input (or ``what`` else: ``out=``) on GPU ``on`` while GPU
     ``current`` is this thread's: the kernels run in the current device's
@@ -52,6 +51,7 @@ def check_input_device(on: int, current: int, what: str = "the input") -> None:
                          f"{current}: reduce it with GPU {on} current (with "
                          f"cupy.cuda.Device({on}), torch.cuda.device({on}) or "
                          f"numba.cuda.gpus[{on}])")
+
 
 class NumbaCudaBackend(GeneratedBackend):
     """What the simulator and the GPU share: ``numba.cuda`` as the kernel module,
