@@ -497,7 +497,8 @@ def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
         if skip_nan:
             x = x[~np.isnan(x)]
         parts = (x.real, x.imag) if is_complex else (x,)
-        return (f8(x.size),) + tuple(np.sum(p, dtype=f8) for p in parts)
+        # seeded with -0.0, as the kernels' sums are (cpu_parallel.ufunc_reduce)
+        return (f8(x.size),) + tuple(np.add.reduce(p, None, f8, initial=-0.0) for p in parts)
 
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),
@@ -569,14 +570,18 @@ def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
     if element(dt).kind not in "fc":  # no NaN to ignore: the plain built-in, as NumPy does
         return make_monoid("add" if op is _add else "mul", dt, acc_dtype=acc)
 
+    # a sum seeded with -0.0, as the kernels' are (cpu_parallel.ufunc_reduce)
+    start = {} if op is not _add or acc.kind not in "fc" else {
+        "initial": acc.type(complex(-0.0, -0.0) if acc.kind == "c" else -0.0)}
+
     def host(x):
-        return numpy_fn(x, dtype=acc)
+        return numpy_fn(x, dtype=acc, **start)
 
     if dt.kind == "c" and acc.kind != "c":  # complex into a real dtype=: the real parts
         fmap = _REAL_PART[fmap]
 
         def host(x):  # (the caller gives NumPy's ComplexWarning)
-            return numpy_fn(np.where(x == x, x.real, identity), dtype=acc)
+            return numpy_fn(np.where(x == x, x.real, identity), dtype=acc, **start)
 
     return Monoid(
         name=name, fn=op, dtype=acc, identity=acc.type(identity), commutative=True,

@@ -41,16 +41,6 @@ def test_ddof_of_the_wrong_type_is_named():
         pyreduce.var(np.arange(4.0), ddof="1", backend="cpu")
 
 
-@pytest.mark.xfail(strict=True, reason="found: a float sum of negative zeros is +0.0 on "
-                   "cpu (NumPy's np.add.reduce) and -0.0 on sim (the IEEE fold "
-                   "docs/semantics.md defines, and deterministic=True gives on both)")
-@pytest.mark.sim
-def test_backends_agree_on_the_sign_of_a_zero_sum():
-    x = np.full(5, -0.0)
-    signs = {b: np.signbit(pyreduce.sum(x, backend=b)) for b in ("cpu", "sim")}
-    assert signs["cpu"] == signs["sim"], signs
-
-
 @pytest.mark.sim
 def test_cpu_backend_reads_simulator_bfloat16_arrays():
     """A simulator device array of ml_dtypes bfloat16 that the cpu backend

@@ -101,6 +101,39 @@ def test_float_sums_split_are_within_pairwise_bounds(split, dtype):
     assert got.dtype == x.dtype and abs(complex(got) - exact) <= bound
 
 
+NEGATIVE_ZEROS = [np.float64(-0.0), np.float32(-0.0), np.complex128(complex(-0.0, -0.0))]
+
+
+def _signs(value) -> tuple:
+    v = np.asarray(value)
+    return (tuple(np.signbit(v.real).ravel()), tuple(np.signbit(v.imag).ravel())) \
+        if v.dtype.kind == "c" else tuple(np.signbit(v).ravel())
+
+
+@pytest.mark.parametrize("zero", NEGATIVE_ZEROS, ids=lambda z: z.dtype.name)
+@pytest.mark.parametrize("n", [1, 5, 1001])
+def test_sums_of_negative_zeros_are_negative_split_or_not(split, zero, n):
+    """The IEEE fold's sign (functools.reduce's), which NumPy's sums, seeded
+    with +0.0, lose: whole, split over threads, along axes, as a mean, and a
+    sum with one +0.0 among them is +0.0."""
+    x = np.full(n, zero)
+    want = functools.reduce(lambda a, b: a + b, x)
+    assert np.signbit(want.real)
+    for kwargs in ({}, {"deterministic": True}):
+        got = pyreduce.sum(x, backend="cpu", **kwargs)
+        assert got == 0 and _signs(got) == _signs(want), (kwargs, got)
+    m = x.reshape(1, n) if n % 5 else x.reshape(5, n // 5)
+    for axis in (0, 1):
+        along = pyreduce.sum(m, axis=axis, backend="cpu")
+        assert all(_signs(along)) if zero.dtype.kind != "c" else all(map(all, _signs(along)))
+    assert _signs(pyreduce.nansum(x, backend="cpu")) == _signs(want)
+    if zero.dtype.kind == "f":
+        assert np.signbit(pyreduce.mean(x, backend="cpu"))
+    y = x.copy()
+    y[n // 2] = 0.0
+    assert not np.signbit(pyreduce.sum(y, backend="cpu").real)
+
+
 def test_float16_sums_are_numpys_own_call(split):
     """NumPy sums float16 in float32 buffers added one by one: the result of a
     single call is kept, bit for bit."""
@@ -389,6 +422,17 @@ def test_device_result_of_a_streamed_call(chunks):
                      SIM_TUNING, None)
     assert x_call.streamed is not None  # and a device result copies it whole instead:
     assert x_call.run(device_result=True).copy_to_host()[()] == x.sum()
+
+
+@pytest.mark.parametrize("zero", NEGATIVE_ZEROS, ids=lambda z: z.dtype.name)
+def test_streamed_sums_of_negative_zeros_are_negative(chunks, zero):
+    """Chunks' partials combined on the host keep the kernels' sign."""
+    x = np.full(301, zero)
+    call = prepare(inspect(x), as_monoid("add", x.dtype), None, GPU, SIM_TUNING, None)
+    assert call.streamed is not None and call.streamed.count > 1
+    got = call.run()
+    assert got == 0 and _signs(got) == _signs(functools.reduce(lambda a, b: a + b, x))
+    assert _signs(pyreduce.sum(x, **SIM)) == _signs(got)
 
 
 def test_the_input_is_not_modified_when_streamed(chunks):

@@ -30,7 +30,7 @@ from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, fields, is_tuple
 from . import cpu_parallel
-from .cpu_parallel import UFUNCS, loadable
+from .cpu_parallel import UFUNCS, loadable, ufunc_reduce
 from .opcheck import check_op, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]
@@ -150,7 +150,7 @@ def reduce_axes(cpu, host: np.ndarray, monoid, axes: tuple, initial) -> np.ndarr
     ufunc = _ufunc(monoid)
     if ufunc is not None:
         with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
-            result = ufunc.reduce(host, axis=axes, dtype=acc)
+            result = ufunc_reduce(ufunc, host, acc, axes)
             if initial is not None:
                 result = ufunc(acc.type(initial), result, dtype=acc)
         return np.asarray(result, dtype=acc)

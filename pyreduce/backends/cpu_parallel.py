@@ -40,7 +40,7 @@ from .opcheck import compiled_step
 __all__ = ["PIECE_BYTES", "SPLIT_BYTES", "PIECES_PER_THREAD", "fold_parts", "pieces",
            "part_count", "reduce_ufunc",
            "reduce_host", "combine", "shift_index", "shifts_index", "reads_index",
-           "builtin_ufunc", "EXACT", "PARALLEL_MIN", "UFUNCS", "loadable"]
+           "builtin_ufunc", "ufunc_reduce", "EXACT", "PARALLEL_MIN", "UFUNCS", "loadable"]
 
 #: The least input a piece of a built-in reads, in bytes; an input of less
 #: than :data:`SPLIT_BYTES` is one NumPy call. A piece costs its thread two
@@ -81,6 +81,18 @@ UFUNCS = {
     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
     "logical_and": np.logical_and, "logical_or": np.logical_or,
 }
+
+
+def ufunc_reduce(ufunc, values, acc: np.dtype, axis=None):
+    """``ufunc.reduce(values, axis, dtype=acc)``, a float or complex sum seeded
+    with -0.0, the exact identity of IEEE addition: NumPy seeds its sums with
+    0.0, so that a sum of negative zeros would be +0.0 where the kernels' fold
+    (and ``functools.reduce``) gives -0.0. Every other value is NumPy's, bit for
+    bit (``x + -0.0`` is ``x``). ``values`` has at least one element."""
+    if ufunc is np.add and acc.kind in "fc":
+        zero = complex(-0.0, -0.0) if acc.kind == "c" else -0.0
+        return ufunc.reduce(values, axis=axis, dtype=acc, initial=acc.type(zero))
+    return ufunc.reduce(values, axis=axis, dtype=acc)
 
 
 def loadable(x: np.ndarray) -> np.ndarray:
@@ -178,7 +190,7 @@ def reduce_ufunc(x: np.ndarray, ufunc, monoid, crew, threads: int):
 
     def one(offset, piece):
         with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
-            return ufunc.reduce(piece, axis=None, dtype=acc)
+            return ufunc_reduce(ufunc, piece, acc)
 
     if parts == 1:
         return acc.type(one(0, x))
@@ -186,7 +198,7 @@ def reduce_ufunc(x: np.ndarray, ufunc, monoid, crew, threads: int):
     with np.errstate(all="ignore"):
         if ufunc is np.add and acc.kind in "fc":
             return acc.type(pairwise_sum(partials))
-        return acc.type(ufunc.reduce(partials, dtype=acc))
+        return acc.type(ufunc_reduce(ufunc, partials, acc))
 
 
 def pairwise_sum(values: np.ndarray):
@@ -249,7 +261,7 @@ def combine(partials, monoid, initial=None):
     ufunc = builtin_ufunc(monoid)
     if ufunc is not None:
         with np.errstate(all="ignore"):
-            return dt.type(ufunc.reduce(np.asarray(values, dtype=dt), dtype=dt))
+            return dt.type(ufunc_reduce(ufunc, np.asarray(values, dtype=dt), dt))
     step = monoid.fn if monoid.host is not None else compiled_step(monoid)
     acc = as_value(values[0], dt)
     with np.errstate(all="ignore"):
