@@ -612,6 +612,33 @@ def test_an_out_array_on_another_gpu_than_the_current_is_refused(monkeypatch):
     assert out_buffer(None, Out(0), np.dtype(np.float32)).ptr == 1 << 20
 
 
+def test_device_offsets_on_another_gpu_than_the_current_are_refused(monkeypatch):
+    """Device segment offsets, which the kernels read in place, on another GPU
+    are a ValueError naming ``offsets`` and both GPUs; on the current GPU they
+    are read where they are."""
+    from pyreduce import interop
+    from pyreduce.backends import numba_cuda
+    from pyreduce.interop import DeviceFields
+
+    class Offsets:
+        __cuda_array_interface__ = None  # read by its own reader below
+
+        def __init__(self, device):
+            self.device = device
+
+    def read(x):
+        return DeviceFields(1 << 20, (5,), None, np.dtype(np.int64), 1, x.device)
+
+    monkeypatch.setitem(interop._READERS, Offsets, (read, "cupy"))
+    monkeypatch.setattr(numba_cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(numba_cuda, "sync_producer", lambda fields, stream: None)
+    offsets_input = numba_cuda.CudaBackend.offsets_input
+    with pytest.raises(ValueError, match="offsets is on GPU 1 and .* GPU 0"):
+        offsets_input(None, Offsets(1), 0)
+    view = offsets_input(None, Offsets(0), 0)
+    assert view.ptr == 1 << 20 and view.size == 5
+
+
 @pytest.mark.parametrize("first", ["cuda", "cpu"])
 @pytest.mark.parametrize("name", ["Tensor", "Parameter"])
 def test_torch_tensors_that_require_grad_are_read_as_their_values(tensors, name, first):

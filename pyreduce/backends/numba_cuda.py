@@ -327,6 +327,8 @@ class CudaBackend(NumbaCudaBackend):
         if isinstance(offsets, np.ndarray):
             return self.upload(offsets.astype(np.int64), stream)
         fields = device_fields(offsets)
+        if fields.device is not None:  # read by the kernels in place: on their GPU
+            check_input_device(fields.device, current_device(), "offsets")
         sync_producer(fields, stream)
         stride = fields.strides[0] if fields.strides else fields.dtype.itemsize
         return DeviceView(fields.ptr, fields.shape[0], stride, fields.dtype, offsets)
