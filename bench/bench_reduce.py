@@ -28,11 +28,15 @@ SIZES_CPU = [2**10, 2**20, 10_000_000]
 
 @pytest.mark.parametrize("n", SIZES_CPU)
 @pytest.mark.parametrize("op", ["sum", "max", "mean", "var", "argmax"])
-@pytest.mark.parametrize("lib", ["pyreduce", "numpy"])
+@pytest.mark.parametrize("lib", ["pyreduce", "pyreduce-auto", "numpy"])
 def test_cpu(gpu_benchmark, lib, op, n):
+    """``pyreduce``: the cpu backend asked for; ``pyreduce-auto``: the plain call
+    a user writes (``pyreduce.sum(x)``), the cpu backend on a machine without a
+    GPU, the cost model's choice on one with a GPU."""
     x = np.random.default_rng(0).standard_normal(n)
     mine, numpys = getattr(pyreduce, op), getattr(np, op)
-    fn = (lambda: mine(x, backend="cpu")) if lib == "pyreduce" else (lambda: numpys(x))
+    fn = {"pyreduce": lambda: mine(x, backend="cpu"), "pyreduce-auto": lambda: mine(x),
+          "numpy": lambda: numpys(x)}[lib]
     gpu_benchmark.group = f"cpu {op} float64 n={n}"
     result = gpu_benchmark.pedantic(fn, nbytes=x.nbytes, timer="wall")
     assert np.isclose(result, numpys(x), rtol=1e-12)

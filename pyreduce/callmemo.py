@@ -136,10 +136,16 @@ def remember_cpu(k, call, op, holds=None) -> None:
     model chose the cpu backend, the check that it would choose it again
     (:func:`pyreduce.hostroute.unchanged`)."""
     detached = call.detached()
+    # the one NumPy call of an input too small to split, without run_on's decisions
+    fold = call.backend.plain_fold(call.monoid, call.initial, call.fixed_tree, call.info)
 
     def runner(info, device_result):
         if holds is not None and not holds():
             return MISS
+        if fold is not None and not device_result:
+            value = fold(info.host)
+            if value is not None:
+                return value
         return detached.run_on(info, None, device_result)
 
     remember_runner(k, runner, op)

@@ -148,7 +148,16 @@ def fields(dtype: np.dtype) -> tuple:
     """The scalar dtypes of an accumulator: one for a scalar, one per field."""
     if dtype.names is None:
         return (dtype,)
-    return tuple(dtype.fields[name][0] for name in dtype.names)
+    found = _FIELDS.get(dtype)
+    if found is None:
+        found = tuple(dtype.fields[name][0] for name in dtype.names)
+        if len(_FIELDS) < 256:  # a few accumulator dtypes a process; bounded all the same
+            _FIELDS[dtype] = found
+    return found
+
+
+#: :func:`fields` of record dtypes (every result of a tuple accumulator reads them)
+_FIELDS: dict = {}
 
 
 def code(dtype: np.dtype) -> str:

@@ -10,12 +10,19 @@ So the call shape those attributes were seen with is remembered by them
 (:func:`learn`, called by the full path of such a call), and a repeat on a
 device array of a type read before (:func:`run`) reads them, finds the call
 shape and runs its remembered decisions, without working the call shape out
-again (``bench/bare_calls.py`` times a repeat with and without it). A call
+again (``bench/bare_calls.py`` times a repeat with and without it). A NumPy
+array (of type ``np.ndarray`` itself, read as itself: not one of another byte
+order or of bfloat16, which are read as a copy or as bits) is looked up by its
+dtype, shape and strides alike; its remembered decisions are the cpu
+backend's one NumPy call where the cost model chose that backend
+(:meth:`pyreduce.backends.cpu.CpuBackend.plain_fold`). A call
 shape found here that the repeat memo no longer holds (dropped, or
 :func:`pyreduce.cache_clear`) is a miss, and the call takes its full path.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .cache import Memo
 from .callmemo import MISS
@@ -49,6 +56,15 @@ def run(name, x, device_result):
     and whatever else fixes its operator) of ``x`` with ``device_result`` (see
     :func:`plain`) by the call shape :func:`learn` was told for such an array,
     or :data:`~pyreduce.callmemo.MISS`."""
+    if type(x) is np.ndarray:  # a NumPy array: its own attributes
+        try:
+            hit = _SHAPES.peek((name, device_result, "numpy", x.dtype, x.shape, x.strides))
+        except TypeError:  # an unhashable name
+            return MISS
+        if hit is None:
+            return MISS
+        k, op, dtype, follows = hit
+        return run_call_shape(k, Input(dtype, x.shape, host=x), op, follows)
     found = reader_of(type(x))
     if found is None:  # not a device array of a type read before
         return MISS
@@ -73,11 +89,21 @@ def learn(name, device_result, info: Input, k, op, follows) -> None:
     read as ``info`` has call shape ``k``, run as
     ``pyreduce.callmemo.run(k, info, op, follows)``. Nothing for an input
     without device fields (a host array, the simulator's) or no call shape."""
-    fields = info.fields
-    if k is None or fields is None or info.mask is not None or info.kind not in KINDS:
+    if k is None or info.mask is not None:
         return
+    host, fields = info.host, info.fields
+    if host is not None:
+        # a NumPy array read as itself (not a native copy of another byte order,
+        # nor bfloat16's bits: those are read by the full path each call)
+        if type(host) is not np.ndarray or host.dtype != info.dtype:
+            return
+        key = (name, device_result, "numpy", host.dtype, host.shape, host.strides)
+    elif fields is None or info.kind not in KINDS:
+        return
+    else:
+        key = _key(name, device_result, info.kind, fields)
     try:
-        _SHAPES.put(_key(name, device_result, info.kind, fields), (k, op, info.dtype, follows))
+        _SHAPES.put(key, (k, op, info.dtype, follows))
     except TypeError:
         pass
 

@@ -214,3 +214,172 @@ def test_the_repeat_key_of_a_call_holds_the_inputs_gpu():
 
     assert key(0) == key(0) and key(None) == key(None)
     assert len({key(0), key(1), key(None)}) == 3
+
+
+# --------------------------------------------------------------------------
+# NumPy arrays: the same lookup, the cpu backend's remembered fold
+
+
+@pytest.fixture
+def host_inspects(monkeypatch):
+    """The full path's inspections of the named and structured reductions,
+    counted; the memos emptied before and after."""
+    inspects = [0]
+    real = interop.inspect
+
+    def counting(*a, **k):
+        inspects[0] += 1
+        return real(*a, **k)
+
+    for module in (named, stats):
+        monkeypatch.setattr(module, "inspect", counting)
+    pyreduce.cache_clear()
+    yield inspects
+    pyreduce.cache_clear()
+
+
+def _host_calls(x):
+    """Every plain call of a NumPy array with NumPy's value for it (``var`` and
+    ``std`` of ddof 0 and 1; the sums as NumPy sums them, bit for bit)."""
+    return [
+        (lambda v: pyreduce.sum(v), lambda v: np.add.reduce(v, axis=None)),
+        (lambda v: pyreduce.max(v), np.max),
+        (lambda v: pyreduce.mean(v), np.mean),
+        (lambda v: pyreduce.var(v), np.var),
+        (lambda v: pyreduce.var(v, ddof=1), lambda v: np.var(v, ddof=1)),
+        (lambda v: pyreduce.std(v, device_result=False), np.std),
+        (lambda v: pyreduce.argmax(v), np.argmax),
+        (lambda v: pyreduce.argmin(v), np.argmin),
+        (lambda v: pyreduce.minmax(v), lambda v: (np.min(v), np.max(v))),
+    ]
+
+
+def _close(got, want):
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    return np.allclose(got, want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_numpy_repeats_are_found_by_the_arrays_attributes(host_inspects, dtype):
+    """Each plain call of a NumPy array is inspected once: its repeats of any
+    array of the same dtype, shape and strides find its call shape, and each
+    gives the new array's own value (NumPy's)."""
+    inspects = host_inspects
+    rng = np.random.default_rng(7)
+    arrays = [(rng.standard_normal((3, 700)) * 100).astype(dtype) for _ in range(3)]
+    calls = _host_calls(arrays[0])
+    for call, _ in calls:
+        call(arrays[0])
+    first = inspects[0]
+    assert first == len(calls)
+    for x in arrays:
+        for call, numpy_call in calls:
+            assert _close(call(x), numpy_call(x))
+    assert inspects[0] == first  # every repeat found by the array's attributes
+    s = pyreduce.sum(arrays[1])
+    assert s == np.add.reduce(arrays[1], axis=None) and s.dtype == pyreduce.sum(
+        arrays[1], backend="cpu").dtype
+
+
+def test_numpy_attributes_count(host_inspects):
+    """Another dtype, shape or strides is another call shape, inspected on its
+    first call; a view's repeat reads the view."""
+    inspects = host_inspects
+    base = np.random.default_rng(3).standard_normal(4000)
+    views = [base[:2000], base[:2000].astype(np.float32), base[:1999], base[::2],
+             base[::-2], base.reshape(2, 2000)[:, :1000], base.reshape(2000, 2).T]
+    for v in views:
+        assert _close(pyreduce.sum(v), v.sum()) and _close(pyreduce.argmax(v), v.argmax())
+    assert inspects[0] == 2 * len(views)
+    for v in views:
+        w = v * -1  # same dtype and shape; the strides of a new array
+        if w.strides == v.strides:
+            assert _close(pyreduce.sum(w), w.sum())
+            assert _close(pyreduce.argmax(w), w.argmax())
+    assert inspects[0] == 2 * len(views)
+
+
+def test_numpy_inputs_read_as_copies_or_bits_take_the_full_path(host_inspects):
+    """A big-endian array (reduced as a native copy), ml_dtypes' bfloat16 (as
+    its bits) and a masked array are inspected on every call and keep their
+    values; the user's arrays are not changed."""
+    inspects = host_inspects
+    big = np.arange(1000, dtype=">f8")
+    masked = np.ma.masked_array(np.arange(10.0), mask=[True] + [False] * 9)
+    before = big.copy()
+    for _ in range(3):
+        assert pyreduce.sum(big) == 499500.0 and pyreduce.mean(big) == 499.5
+        assert pyreduce.sum(masked) == 45.0 and pyreduce.argmax(masked) == 9
+    assert inspects[0] == 12
+    assert np.array_equal(big, before) and big.dtype == before.dtype
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    b = np.arange(8.0).astype(ml_dtypes.bfloat16)
+    for _ in range(3):
+        assert pyreduce.sum(b) == 28.0 and pyreduce.max(b) == 7.0
+
+
+def test_numpy_repeats_split_as_the_full_path_does(host_inspects, monkeypatch):
+    """A repeat whose input the cpu backend would now cut over threads (here a
+    smaller split) takes the backend's own reduction, which splits it."""
+    x = np.random.default_rng(5).standard_normal(5000)
+    assert pyreduce.sum(x) == np.add.reduce(x)
+    be = pyreduce.backends.get("cpu")
+    monkeypatch.setattr(pyreduce.backends.cpu_parallel, "SPLIT_BYTES", 128)
+    monkeypatch.setattr(pyreduce.backends.cpu_parallel, "PIECE_BYTES", 64)
+    monkeypatch.setattr(be, "threads", 3)
+    cut = []
+    real = pyreduce.backends.cpu_parallel.pieces
+    monkeypatch.setattr(pyreduce.backends.cpu_parallel, "pieces",
+                        lambda *a: cut.append(a) or real(*a))
+    got = pyreduce.sum(x)
+    assert cut and abs(got - np.sum(x)) <= 1e-12 * np.abs(x).sum()
+    assert host_inspects[0] == 1  # still the remembered call shape
+
+
+def test_numpy_repeats_warn_and_refuse_as_the_first_call(host_inspects):
+    """NumPy's warnings of a finished value come on every call, repeats too;
+    device_result=True is refused by a cpu-only machine on every call."""
+    x = np.arange(3.0)
+    for _ in range(3):
+        with pytest.warns(RuntimeWarning):
+            assert np.isinf(pyreduce.var(x, ddof=3))
+    if "cuda" not in pyreduce.available() and "hip" not in pyreduce.available():
+        for _ in range(2):
+            with pytest.raises(ValueError, match="device_result=True"):
+                pyreduce.sum(x, device_result=True)
+
+
+_NAMED = ["sum", "prod", "max", "min", "any", "all", "nansum", "nanmax", "mean", "var",
+          "std", "argmax", "argmin", "minmax", "nanmean", "nanargmax", "count_nonzero"]
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int64", "uint64", "float16",
+                                   "float32", "float64", "complex64", "complex128"])
+def test_a_repeats_value_is_the_first_calls_to_the_bit(host_inspects, dtype):
+    """The remembered fold gives what the full path gave the same array: the
+    same type, dtype and bits (NaN, -0.0 and wrapped integers included); a
+    function without a plain repeat (``nansum``) is compared all the same."""
+    rng = np.random.default_rng(11)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        x = rng.random(999) < 0.5
+    elif dt.kind in "iu":
+        x = rng.integers(np.iinfo(dt).min, np.iinfo(dt).max, 999, dtype=dt, endpoint=True)
+    else:
+        x = (rng.standard_normal(999) * 50).astype(dt)
+        x[[3, 500]] = np.nan
+        x[7] = -0.0
+    for name in _NAMED:
+        fn = getattr(pyreduce, name)
+        try:
+            with np.errstate(all="ignore"):
+                first = fn(x)
+        except (TypeError, ValueError):  # refused for this dtype: refused again
+            with pytest.raises((TypeError, ValueError)):
+                fn(x)
+            continue
+        again = fn(x)  # the remembered fold, where the function has a plain repeat
+        for a, b in zip(first if isinstance(first, tuple) else (first,),
+                        again if isinstance(again, tuple) else (again,)):
+            assert type(a) is type(b) and a.dtype == b.dtype, name
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), (name, a, b)

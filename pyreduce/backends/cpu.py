@@ -39,14 +39,14 @@ import numpy as np
 from .. import njitcache
 from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
-from ..dtypes import as_value, code, is_tuple
+from ..dtypes import as_value, code, is_bfloat16, is_tuple
 from ..forks import renew_in_child
 from ..deterministic import reduce_host as tree_reduce_host
 from . import cpu_parallel
 from .base import check_stream
 from .cpu_batch import reduce_axes, reduce_segments
 from .crew import Crew
-from .cpu_parallel import UFUNCS, fold_parts, loadable
+from .cpu_parallel import UFUNCS, fold_parts, loadable, ufunc_reduce
 from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["CpuBackend", "shared", "loadable", "UFUNCS"]
@@ -205,6 +205,37 @@ class CpuBackend:
     def reduce_segments(self, x, offsets, monoid, initial, empty) -> np.ndarray:
         """Each segment ``x[offsets[i]:offsets[i + 1]]`` reduced."""
         return reduce_segments(self, x, offsets, monoid, initial, empty)
+
+    def plain_fold(self, monoid, initial, tree: bool, info):
+        """A repeat's fold of a host input of ``info``'s dtype, shape and strides
+        (:func:`pyreduce.callmemo.remember_cpu`): ``fold(host)``, the value
+        :meth:`reduce` gives an input too small to split, by the one NumPy call
+        it makes, without the decisions around it; None from ``fold`` where the
+        input would be split now (a test's smaller split, more threads). None
+        where a repeat needs those decisions: an initial value, the fixed tree,
+        bfloat16's bits, an empty input, a user's operator."""
+        if initial is not None or tree or info.size == 0 or is_bfloat16(info.dtype):
+            return None
+        fn = monoid.host  # a structured reduction's NumPy function
+        if fn is None:
+            ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
+            if ufunc is None:
+                return None
+            acc = monoid.dtype
+
+            def fn(x):
+                return ufunc_reduce(ufunc, x, acc)
+
+        result = monoid.result
+
+        def fold(x):
+            if x.nbytes >= cpu_parallel.SPLIT_BYTES and self.threads > 1:
+                return None  # perhaps split: reduce() decides
+            with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
+                raw = fn(x)
+            return result(raw)  # a finisher's own warnings, as reduce()'s caller gives them
+
+        return fold
 
     def reduce(self, host: np.ndarray, monoid, initial=None, tree: bool = False):
         """The accumulated value of ``host`` (non-empty; a scalar, or a tuple for a
