@@ -223,10 +223,22 @@ def _nan_fold(name: str, monoid_of, x, dtype, kwargs: dict):
     built-in fold whose map takes NaN as its identity."""
     if _on_dask(x):
         return _scale_out(name, {"x": x, "dtype": dtype, "kwargs": kwargs})
+    bare = dtype is None and _bare(kwargs)
+    if bare:  # a repeat by the array's attributes, as for sum
+        found = plaincalls.run((name, None), x, kwargs.get("device_result"))
+        if found is not _MISS:
+            return found
     info = inspect(x, masked=True)
     kwargs = settle(name, kwargs)
     check_keywords(name, kwargs, _NAN_KEYWORDS)
     monoid = monoid_of(info.dtype, dtype)
     if info.dtype.kind == "c" and monoid.dtype.kind != "c":  # as NumPy's cast warns
         warn_complex_to_real()
+    if bare:  # straight to its repeat, the call shape _reduce would find
+        device_result = checked_device_result(kwargs.get("device_result"))
+        k, result = _repeat(info, monoid, None, None, None, "auto", None, device_result,
+                            None, False)
+        plaincalls.learn((name, None), device_result, info, k, monoid, device_result)
+        if result is not _MISS:
+            return result
     return _reduce(info, monoid, None, **kwargs)
