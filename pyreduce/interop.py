@@ -471,6 +471,8 @@ def host_input(x: np.ndarray) -> Input:
     """A host NumPy array as an :class:`Input`. Data in the other byte order
     (big-endian FITS or HDF5 data) is reduced as a native copy, made once here:
     the user's array is never changed."""
+    if type(x) is not np.ndarray:  # a subclass (np.matrix, np.memmap): its values
+        x = x.view(np.ndarray)
     if not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
     # ml_dtypes' bfloat16 and this package's marker dtype: kept as its bits

@@ -93,8 +93,8 @@ def learn(name, device_result, info: Input, k, op, follows) -> None:
         return
     host, fields = info.host, info.fields
     if host is not None:
-        # a NumPy array read as itself (not a native copy of another byte order,
-        # nor bfloat16's bits: those are read by the full path each call)
+        # the array the folds read (a native copy of another byte order is keyed as
+        # the native arrays that share its call shape); bfloat16's bits are not keyed
         if type(host) is not np.ndarray or host.dtype != info.dtype:
             return
         key = (name, device_result, "numpy", host.dtype, host.shape, host.strides)

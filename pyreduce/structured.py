@@ -494,11 +494,14 @@ def _mean_monoid(dtype: np.dtype, statistic: str, result) -> Monoid:
     name = "sums in float64" if _wide(finisher) else "sums"
 
     def host(x):
+        # seeded with -0.0, as the kernels' sums are (cpu_parallel.ufunc_reduce);
+        # with +0.0 where a NaN was skipped: the kernels map it to +0.0
+        start = -0.0
         if skip_nan:
-            x = x[~np.isnan(x)]
+            kept = x[~np.isnan(x)]
+            start, x = (0.0 if kept.size < x.size else -0.0), kept
         parts = (x.real, x.imag) if is_complex else (x,)
-        # seeded with -0.0, as the kernels' sums are (cpu_parallel.ufunc_reduce)
-        return (f8(x.size),) + tuple(np.add.reduce(p, None, f8, initial=-0.0) for p in parts)
+        return (f8(x.size),) + tuple(np.add.reduce(p, None, f8, initial=start) for p in parts)
 
     return Monoid(
         name=statistic, fn=op, dtype=tuple_dtype([f8] * width),

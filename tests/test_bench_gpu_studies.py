@@ -113,5 +113,7 @@ def test_a_benchmark_run_of_one_process_is_timed(tmp_path):
     import json
 
     timed = json.loads(out.read_text())["benchmarks"]
-    assert {b["name"] for b in timed} == {"test_cpu[pyreduce-sum-1024]", "test_cpu[numpy-sum-1024]"}
+    assert {b["name"] for b in timed} == {"test_cpu[pyreduce-sum-1024]",
+                                          "test_cpu[pyreduce-auto-sum-1024]",
+                                          "test_cpu[numpy-sum-1024]"}
     assert all(b["stats"]["rounds"] > 1 for b in timed)

@@ -607,9 +607,32 @@ def test_an_out_array_on_another_gpu_than_the_current_is_refused(monkeypatch):
     monkeypatch.setitem(interop._READERS, Out, (read, "cupy"))
     monkeypatch.setattr(numba_cuda, "current_device", lambda: 0)
     out_buffer = numba_cuda.CudaBackend.out_buffer
-    with pytest.raises(ValueError, match="out= is on GPU 1 and .* GPU 0"):
+    with pytest.raises(ValueError, match="out= is on GPU 1 and .* GPU 0, .*: pass out= on "
+                                         "GPU 0"):
         out_buffer(None, Out(1), np.dtype(np.float32))
     assert out_buffer(None, Out(0), np.dtype(np.float32)).ptr == 1 << 20
+
+
+def test_ndarray_subclasses_are_read_as_plain_arrays():
+    """An ndarray subclass (np.matrix, np.memmap, a user's) is reduced as its
+    values: NumPy scalars for one value, plain arrays along axes, on every
+    repeat; the user's array is not changed."""
+    class Tagged(np.ndarray):
+        pass
+
+    m = np.matrix([[1.0, 2.0], [3.0, -4.0]])
+    tagged = np.arange(6.0).reshape(2, 3).view(Tagged)
+    for x in (m, tagged):
+        before = np.array(x)
+        for _ in range(2):
+            for name in ("sum", "max", "prod", "mean", "nanmean", "nansum", "var", "argmax"):
+                got = getattr(pyreduce, name)(x, backend="cpu")
+                want = getattr(np, name)(np.asarray(x))
+                assert type(got) is type(want) and np.isclose(got, want), (name, got)
+            along = pyreduce.sum(x, axis=0, backend="cpu")
+            assert type(along) is np.ndarray
+            assert np.array_equal(along, np.asarray(x).sum(axis=0))
+        assert type(x) is not np.ndarray and np.array_equal(np.asarray(x), before)
 
 
 def test_device_offsets_on_another_gpu_than_the_current_are_refused(monkeypatch):
@@ -633,7 +656,8 @@ def test_device_offsets_on_another_gpu_than_the_current_are_refused(monkeypatch)
     monkeypatch.setattr(numba_cuda, "current_device", lambda: 0)
     monkeypatch.setattr(numba_cuda, "sync_producer", lambda fields, stream: None)
     offsets_input = numba_cuda.CudaBackend.offsets_input
-    with pytest.raises(ValueError, match="offsets is on GPU 1 and .* GPU 0"):
+    with pytest.raises(ValueError, match="offsets is on GPU 1 and .* GPU 0, .*: pass offsets "
+                                         "on GPU 0"):
         offsets_input(None, Offsets(1), 0)
     view = offsets_input(None, Offsets(0), 0)
     assert view.ptr == 1 << 20 and view.size == 5

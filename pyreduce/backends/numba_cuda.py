@@ -46,11 +46,16 @@ def check_input_device(on: int, current: int, what: str = "the input") -> None:
     """Refuse an input (or ``what`` else: ``out=``) on GPU ``on`` while GPU
     ``current`` is this thread's: the kernels run in the current device's
     context, and a stream of the input's device is not one of its streams."""
-    if on != current:
+    if on == current:
+        return
+    if what != "the input":  # the input is on the current GPU: this array must be too
         raise ValueError(f"{what} is on GPU {on} and this thread's current device is GPU "
-                         f"{current}: reduce it with GPU {on} current (with "
-                         f"cupy.cuda.Device({on}), torch.cuda.device({on}) or "
-                         f"numba.cuda.gpus[{on}])")
+                         f"{current}, where the input is and the kernels run: pass "
+                         f"{what} on GPU {current}")
+    raise ValueError(f"{what} is on GPU {on} and this thread's current device is GPU "
+                     f"{current}: reduce it with GPU {on} current (with "
+                     f"cupy.cuda.Device({on}), torch.cuda.device({on}) or "
+                     f"numba.cuda.gpus[{on}])")
 
 
 class NumbaCudaBackend(GeneratedBackend):
