@@ -144,6 +144,12 @@ def is_tuple(dtype: np.dtype) -> bool:
     return dtype.names is not None and dtype != BFLOAT16
 
 
+def negative_zero(dtype: np.dtype):
+    """-0.0 of a float or complex ``dtype`` (both parts of a complex one): the
+    exact identity of IEEE addition, which the sums on the host start from."""
+    return dtype.type(complex(-0.0, -0.0) if dtype.kind == "c" else -0.0)
+
+
 def fields(dtype: np.dtype) -> tuple:
     """The scalar dtypes of an accumulator: one for a scalar, one per field."""
     if dtype.names is None:

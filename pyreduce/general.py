@@ -376,12 +376,12 @@ def _integer(a) -> bool:
     return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
 
 
-def host_repeat(info, monoid):
-    """``(call shape, result)`` of a plain call of ``monoid`` (a structured
-    reduction's, with no keyword) of the NumPy input ``info``, its value on the
-    host, as :func:`_reduce` finds it: the result of the call shape's remembered
+def plain_repeat(info, monoid, device_result=False):
+    """``(call shape, result)`` of a call of ``monoid`` (a structured reduction's,
+    nansum's) of ``info`` with no keyword but ``device_result`` (checked), as
+    :func:`_reduce` finds it: the result of the call shape's remembered
     decisions, or :data:`_MISS`."""
-    return _repeat(info, monoid, None, None, None, "auto", None, False, None, False)
+    return _repeat(info, monoid, None, None, None, "auto", None, device_result, None, False)
 
 
 def _repeat(info, op, identity, initial, dtype, backend, stream, device_result, axis,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import plaincalls, structured
 from .dtypes import default_accumulator
 from .general import (KEYWORDS, _MISS, _on_dask, _reduce, _repeat, _scale_out, check_keywords,
-                      warn_complex_to_real)
+                      plain_repeat, warn_complex_to_real)
 from .interop import checked_device_result, inspect
 from .ops import sum_dtype
 from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
@@ -236,8 +236,7 @@ def _nan_fold(name: str, monoid_of, x, dtype, kwargs: dict):
         warn_complex_to_real()
     if bare:  # straight to its repeat, the call shape _reduce would find
         device_result = checked_device_result(kwargs.get("device_result"))
-        k, result = _repeat(info, monoid, None, None, None, "auto", None, device_result,
-                            None, False)
+        k, result = plain_repeat(info, monoid, device_result)
         plaincalls.learn((name, None), device_result, info, k, monoid, device_result)
         if result is not _MISS:
             return result

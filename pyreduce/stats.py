@@ -9,7 +9,7 @@ import numpy as np
 
 from . import along, callmemo, masked, plaincalls, selection, structured
 from .axes import normalize_axes
-from .general import _on_dask, _reduce, _scale_out, check_keywords, host_repeat
+from .general import _on_dask, _reduce, _scale_out, check_keywords, plain_repeat
 from .callmemo import MISS
 from .interop import checked_device_result, inspect, one_value_follows
 from .tuning_keywords import DEFAULT as _DEFAULT_TUNING
@@ -53,7 +53,7 @@ def _structured(name: str, x, monoid, axis, keepdims, out, dtype, device_result,
     if bare and not device_result and info.host is not None and info.mask is None:
         # a NumPy array's plain call: straight to its repeat, its value on the host
         m = monoid(info.dtype)
-        k, found = host_repeat(info, m)
+        k, found = plain_repeat(info, m)
         plaincalls.learn(bare_name or name, device_result, info, k, m, False)
         if found is not MISS:
             return found

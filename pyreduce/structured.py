@@ -61,7 +61,7 @@ import numpy as np
 from . import finishers
 from .cache import Memo
 from .dtypes import (
-    check_accumulator, check_dtype, default_accumulator, element, tuple_dtype,
+    check_accumulator, check_dtype, default_accumulator, element, negative_zero, tuple_dtype,
 )
 from .ops import Monoid, function_key, make_monoid, sum_dtype
 from .spec import F32_TILES
@@ -574,8 +574,7 @@ def _nan_monoid(name, op, fmap, identity, dtype: np.dtype, acc_dtype=None,
         return make_monoid("add" if op is _add else "mul", dt, acc_dtype=acc)
 
     # a sum seeded with -0.0, as the kernels' are (cpu_parallel.ufunc_reduce)
-    start = {} if op is not _add or acc.kind not in "fc" else {
-        "initial": acc.type(complex(-0.0, -0.0) if acc.kind == "c" else -0.0)}
+    start = {"initial": negative_zero(acc)} if op is _add and acc.kind in "fc" else {}
 
     def host(x):
         return numpy_fn(x, dtype=acc, **start)

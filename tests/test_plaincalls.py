@@ -33,12 +33,10 @@ def _read(x):
 
 
 @pytest.fixture
-def stands(monkeypatch):
-    """Stand-ins read as CuPy arrays; ``inspects[0]`` counts the full path's
-    inspections, ``runs`` the (call shape name, address) of every remembered
-    run; the memos are emptied before and after."""
-    monkeypatch.setitem(interop._READERS, Stand, (_read, "cupy"))
-    inspects, runs = [0], []
+def host_inspects(monkeypatch):
+    """The full path's inspections of the named and structured reductions,
+    counted (``inspects[0]``); the memos emptied before and after."""
+    inspects = [0]
     real = interop.inspect
 
     def counting(*a, **k):
@@ -48,8 +46,17 @@ def stands(monkeypatch):
     for module in (named, stats):
         monkeypatch.setattr(module, "inspect", counting)
     pyreduce.cache_clear()
-    yield inspects, runs
+    yield inspects
     pyreduce.cache_clear()
+
+
+@pytest.fixture
+def stands(monkeypatch, host_inspects):
+    """Stand-ins read as CuPy arrays; ``inspects[0]`` counts the full path's
+    inspections (:func:`host_inspects`), ``runs`` the (call shape name, address)
+    of every remembered run."""
+    monkeypatch.setitem(interop._READERS, Stand, (_read, "cupy"))
+    return host_inspects, []
 
 
 def remember(runs, label, x, name="sum", ddof=0, device_result=None):
@@ -218,24 +225,6 @@ def test_the_repeat_key_of_a_call_holds_the_inputs_gpu():
 
 # --------------------------------------------------------------------------
 # NumPy arrays: the same lookup, the cpu backend's remembered fold
-
-
-@pytest.fixture
-def host_inspects(monkeypatch):
-    """The full path's inspections of the named and structured reductions,
-    counted; the memos emptied before and after."""
-    inspects = [0]
-    real = interop.inspect
-
-    def counting(*a, **k):
-        inspects[0] += 1
-        return real(*a, **k)
-
-    for module in (named, stats):
-        monkeypatch.setattr(module, "inspect", counting)
-    pyreduce.cache_clear()
-    yield inspects
-    pyreduce.cache_clear()
 
 
 def _host_calls(x):

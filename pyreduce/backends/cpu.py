@@ -46,7 +46,7 @@ from . import cpu_parallel
 from .base import check_stream
 from .cpu_batch import reduce_axes, reduce_segments
 from .crew import Crew
-from .cpu_parallel import UFUNCS, fold_parts, loadable, ufunc_reduce
+from .cpu_parallel import UFUNCS, fold_parts, loadable, plain_ufunc, ufunc_reduce
 from .opcheck import check_op, compiled_step, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["CpuBackend", "shared", "loadable", "UFUNCS"]
@@ -218,7 +218,7 @@ class CpuBackend:
             return None
         fn = monoid.host  # a structured reduction's NumPy function
         if fn is None:
-            ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
+            ufunc = plain_ufunc(monoid)
             if ufunc is None:
                 return None
             acc = monoid.dtype
@@ -246,7 +246,7 @@ class CpuBackend:
         if monoid.host is not None:  # a built-in with a NumPy implementation
             acc = cpu_parallel.reduce_host(host, monoid, self.crew(), self.threads)
             return acc if initial is None else compiled_step(monoid)(initial, acc)
-        ufunc = UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
+        ufunc = plain_ufunc(monoid)
         if ufunc is not None:
             result = cpu_parallel.reduce_ufunc(host, ufunc, monoid, self.crew(),
                                                self.threads)

@@ -30,7 +30,7 @@ from ..cache import KERNELS
 from ..codegen import compile_module, indent, render
 from ..dtypes import as_value, fields, is_tuple
 from . import cpu_parallel
-from .cpu_parallel import UFUNCS, loadable, ufunc_reduce
+from .cpu_parallel import loadable, plain_ufunc, ufunc_reduce
 from .opcheck import check_op, host_njit, njit_cast, njit_map, njit_op
 
 __all__ = ["reduce_axes", "reduce_segments"]
@@ -115,11 +115,6 @@ def _loops(cpu, monoid) -> dict:
     return KERNELS.get(("cpu", "batch", monoid.cache_key), build)
 
 
-def _ufunc(monoid):
-    """NumPy's ufunc for a built-in op without an element map, else None."""
-    return UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
-
-
 def _ranges(cpu, count: int, work: int) -> list:
     """``count`` outputs cut into contiguous ranges of at least
     :data:`~pyreduce.backends.cpu_parallel.PARALLEL_MIN` elements of ``work``
@@ -147,7 +142,7 @@ def reduce_axes(cpu, host: np.ndarray, monoid, axes: tuple, initial) -> np.ndarr
     """The reduction of ``axes`` of ``host`` (every extent at least 1), as an
     array of the kept axes' shape."""
     acc = monoid.dtype
-    ufunc = _ufunc(monoid)
+    ufunc = plain_ufunc(monoid)
     if ufunc is not None:
         with np.errstate(all="ignore"):  # wrap-around and inf are the semantics
             result = ufunc_reduce(ufunc, host, acc, axes)
@@ -182,7 +177,7 @@ def reduce_segments(cpu, x: np.ndarray, offsets: np.ndarray, monoid, initial,
         out[~nonempty] = empty
     if not nonempty.any():
         return out
-    ufunc = _ufunc(monoid)
+    ufunc = plain_ufunc(monoid)
     if ufunc is not None:
         starts = offsets[:-1][nonempty]
         # consecutive non-empty segments tile x[starts[0]:end]: reduceat's runs

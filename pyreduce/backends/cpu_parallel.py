@@ -34,11 +34,11 @@ import functools
 
 import numpy as np
 
-from ..dtypes import as_value
+from ..dtypes import as_value, negative_zero
 from .opcheck import compiled_step
 
 __all__ = ["PIECE_BYTES", "SPLIT_BYTES", "PIECES_PER_THREAD", "fold_parts", "pieces",
-           "part_count", "reduce_ufunc",
+           "part_count", "reduce_ufunc", "plain_ufunc",
            "reduce_host", "combine", "shift_index", "shifts_index", "reads_index",
            "builtin_ufunc", "ufunc_reduce", "EXACT", "PARALLEL_MIN", "UFUNCS", "loadable"]
 
@@ -83,6 +83,11 @@ UFUNCS = {
 }
 
 
+def plain_ufunc(monoid):
+    """NumPy's ufunc for a built-in op without an element map, else None."""
+    return UFUNCS.get(monoid.name) if monoid.key[0] == "builtin" else None
+
+
 def ufunc_reduce(ufunc, values, acc: np.dtype, axis=None):
     """``ufunc.reduce(values, axis, dtype=acc)``, a float or complex sum seeded
     with -0.0, the exact identity of IEEE addition: NumPy seeds its sums with
@@ -90,8 +95,7 @@ def ufunc_reduce(ufunc, values, acc: np.dtype, axis=None):
     (and ``functools.reduce``) gives -0.0. Every other value is NumPy's, bit for
     bit (``x + -0.0`` is ``x``). ``values`` has at least one element."""
     if ufunc is np.add and acc.kind in "fc":
-        zero = complex(-0.0, -0.0) if acc.kind == "c" else -0.0
-        return ufunc.reduce(values, axis=axis, dtype=acc, initial=acc.type(zero))
+        return ufunc.reduce(values, axis=axis, dtype=acc, initial=negative_zero(acc))
     return ufunc.reduce(values, axis=axis, dtype=acc)
 
 
